@@ -69,7 +69,7 @@ type Client struct {
 	api        *api.Client
 	apiURL     *url.URL
 	sandboxURL string
-	apiKey     Secret
+	apiKey     *Secret // a pointer, so fmt never prints the value
 	http       *http.Client
 	logger     *slog.Logger
 	retries    int
@@ -116,7 +116,7 @@ func New(o Options) (*Client, error) {
 	c := &Client{
 		apiURL:     apiURL,
 		sandboxURL: o.SandboxURL,
-		apiKey:     o.APIKey,
+		apiKey:     &o.APIKey,
 		http:       o.HTTPClient,
 		logger:     o.Logger,
 		retries:    o.Retries,
@@ -136,6 +136,12 @@ func New(o Options) (*Client, error) {
 	}
 	return c, nil
 }
+
+// String describes the client without its API key.
+func (c *Client) String() string { return "e2b client for " + c.apiURL.String() }
+
+// LogValue logs the client as its API URL.
+func (c *Client) LogValue() slog.Value { return slog.StringValue(c.apiURL.String()) }
 
 func parseBaseURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
@@ -457,11 +463,11 @@ func (c *Client) call(ctx context.Context, op, id string, sc scope, do func(cont
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, transportError(op, id, err, string(c.apiKey))
+		return nil, transportError(op, id, err, string(*c.apiKey))
 	}
 	defer resp.Body.Close()
 	if !slices.Contains(ok, resp.StatusCode) {
-		return resp.Header, statusError(op, id, resp, sc, c.now, string(c.apiKey))
+		return resp.Header, statusError(op, id, resp, sc, c.now, string(*c.apiKey))
 	}
 	if out != nil {
 		dec := json.NewDecoder(io.LimitReader(resp.Body, maxControlBody))

@@ -305,6 +305,15 @@ func TestSecretsNeverLeak(t *testing.T) {
 			assert.Contains(t, s, "REDACTED")
 		}
 	})
+	t.Run("printing-or-logging-a-sandbox-or-client-shows-no-credential", func(t *testing.T) {
+		_, sb := sandboxOnReplay(t, nil)
+		var logged bytes.Buffer
+		slog.New(slog.NewJSONHandler(&logged, nil)).Info("x", "sandbox", sb, "client", sb.c)
+		for _, s := range []string{fmt.Sprintf("%v %+v %s", sb, sb, sb), fmt.Sprintf("%v %+v", sb.c, sb.c), fmt.Sprintf("%+v", *sb), logged.String()} {
+			assert.NotContains(t, s, fakeToken)
+			assert.NotContains(t, s, fakeKey)
+		}
+	})
 	t.Run("error-bodies-echoing-credentials-are-scrubbed", func(t *testing.T) {
 		_, sb := sandboxOnReplay(t, map[string][]recorded{"GET /files": {
 			{status: 401, body: `{"code":401,"message":"bad token ` + fakeToken + ` for key ` + fakeKey + `"}`},

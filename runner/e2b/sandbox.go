@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -51,8 +52,10 @@ type Sandbox struct {
 	// Domain is the domain the sandbox's envd is reached under.
 	Domain string
 
-	c       *Client
-	token   Secret
+	c *Client
+	// token is behind a pointer so that fmt, which cannot call methods on
+	// unexported fields, prints an address rather than the value.
+	token   *Secret
 	envdURL string
 	proc    processconnect.ProcessClient
 	fs      filesystemconnect.FilesystemClient
@@ -70,9 +73,9 @@ func (c *Client) newSandbox(op string, s api.Sandbox) (*Sandbox, error) {
 	if err := checkID(op, s.SandboxID); err != nil {
 		return nil, err
 	}
-	sb := &Sandbox{ID: s.SandboxID, TemplateID: s.TemplateID, EnvdVersion: s.EnvdVersion, c: c}
+	sb := &Sandbox{ID: s.SandboxID, TemplateID: s.TemplateID, EnvdVersion: s.EnvdVersion, c: c, token: new(Secret)}
 	if s.EnvdAccessToken != nil {
-		sb.token = Secret(*s.EnvdAccessToken)
+		*sb.token = Secret(*s.EnvdAccessToken)
 	}
 	sb.Domain = c.domainFor(s.Domain)
 	if c.sandboxURL != "" {
@@ -80,7 +83,7 @@ func (c *Client) newSandbox(op string, s api.Sandbox) (*Sandbox, error) {
 	} else {
 		sb.envdURL = "https://" + envdPort + "-" + s.SandboxID + "." + sb.Domain
 	}
-	sb.plain = &envdTransport{c: c.http, sandboxID: s.SandboxID, token: string(sb.token), routed: c.sandboxURL != ""}
+	sb.plain = &envdTransport{c: c.http, sandboxID: s.SandboxID, token: string(*sb.token), routed: c.sandboxURL != ""}
 	rpc := &rpcTransport{envdTransport: sb.plain, now: c.now}
 	opts := []connect.ClientOption{connect.WithReadMaxBytes(maxRPCMessage), connect.WithSendMaxBytes(maxRPCMessage)}
 	if c.protoJSON {
@@ -109,7 +112,14 @@ func (c *Client) domainFor(server *string) string {
 }
 
 // secrets lists what must never appear in an error from this sandbox.
-func (s *Sandbox) secrets() []string { return []string{string(s.token), string(s.c.apiKey)} }
+func (s *Sandbox) secrets() []string { return []string{string(*s.token), string(*s.c.apiKey)} }
+
+// String names the sandbox; it keeps fmt from printing the fields, which
+// hold the access token.
+func (s *Sandbox) String() string { return "e2b sandbox " + s.ID }
+
+// LogValue logs the sandbox as its id.
+func (s *Sandbox) LogValue() slog.Value { return slog.StringValue(s.ID) }
 
 // envdTransport adds envd's headers to every request: the access token,
 // the routing headers in SandboxURL mode and a default user.

@@ -309,11 +309,19 @@ func (s *Sandbox) Run(ctx context.Context, p RunParams, onStdout, onStderr func(
 		s.killProcess(ctx, pid, tag)
 		log.DebugContext(ctx, "e2b: command timed out")
 		return RunResult{PID: pid}, &Error{Op: op, SandboxID: s.ID, Kind: ErrCommandTimeout, Code: connect.CodeDeadlineExceeded.String(), Message: fmt.Sprintf("killed after %s", timeout)}
-	case err != nil:
-		out := connectError(op, s.ID, err, s.secrets()...)
-		return RunResult{PID: pid}, s.explainLostStream(ctx, out)
 	default:
-		return RunResult{PID: pid}, s.explainLostStream(ctx, &Error{Op: op, SandboxID: s.ID, Message: "stream ended before the command did"})
+		var out error = &Error{Op: op, SandboxID: s.ID, Message: "stream ended before the command did"}
+		if err != nil {
+			out = connectError(op, s.ID, err, s.secrets()...)
+		}
+		out = s.explainLostStream(ctx, out)
+		if !errors.Is(out, ErrSandboxGone) && !errors.Is(out, ErrUnauthorized) && !errors.Is(out, ErrInvalidArgument) {
+			// The caller will treat the command as failed: do not leave it
+			// running unseen until its deadline.
+			s.killProcess(ctx, pid, tag)
+		}
+		log.DebugContext(ctx, "e2b: command stream failed", "error", out.Error())
+		return RunResult{PID: pid}, out
 	}
 }
 

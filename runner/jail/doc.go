@@ -1,0 +1,85 @@
+// Package jail runs commands in isolated Linux sandboxes built from
+// namespaces, a private root file system, Landlock, rlimits and cgroups, in
+// pure Go. It backs the embedded E2B-compatible local sandbox (runner/e2blocal);
+// it owns nothing about the E2B protocol, contracts or policy, and it must
+// never run a command unisolated: if isolation cannot be had, New and Start
+// fail.
+//
+// # Model
+//
+// A Sandbox is a host directory (Config.Dir) holding two writable areas,
+// Dir/home (/home/user inside) and Dir/tmp (/tmp inside), plus limits. Every
+// Start re-executes the current binary (/proc/self/exe) into the jail's init
+// stage, selected by an environment variable that this package's init()
+// reads. Programs that import jail must therefore do nothing with side
+// effects in their own init functions: in the re-executed copy, jail's init()
+// takes over before main runs (it also works in test binaries).
+//
+// The init stage runs in new user, mount, pid, ipc and uts namespaces (and a
+// new network namespace for NetworkNone) as root of a user namespace whose
+// only id maps to an unprivileged host uid: the server's own uid when it is
+// not root, and a per-sandbox uid at 1.5e9 and above when it is root, so
+// the sandbox's user never maps to host root and host file permissions
+// (/etc/shadow, root's files) still apply. It builds a new root on a tmpfs:
+// /usr, /bin, /sbin, /lib* read-only from the host; an /etc holding a
+// written passwd/group (user "user", uid 1000, home /home/user), hosts,
+// hostname and resolv.conf plus a short list of read-only host files (ld.so
+// cache, certificates, alternatives, profile — no shadow, ssh keys,
+// machine-id or sudoers); /home/user and /tmp bound from Dir; a fresh /proc
+// for the new pid namespace; a minimal /dev (null, zero, full, random,
+// urandom, tty bound from the host, a private devpts, a bounded /dev/shm).
+// It pivots into that root, detaches the host's, and makes / and /dev
+// read-only. The host's home directories, the server's working directory,
+// /var, /run, /sys and /root are simply not there.
+//
+// The command then runs from a second stage in a nested user namespace
+// where it is uid 1000 ("user", HOME=/home/user) and the host sees the
+// unprivileged uid above. Before exec that stage sets rlimits, sets
+// no_new_privs, applies Landlock where the kernel has it (read and execute
+// the system dirs, read /etc and /proc, write only /home/user, /tmp,
+// /dev/shm and a few devices; from ABI 6 also no signals or abstract unix
+// sockets outside the sandbox) and empties every capability set, bounding
+// set included.
+//
+// Each Start gets its own pid namespace whose pid 1 is the jail's init: it
+// reaps orphans, forwards Signal to every process in the namespace, and
+// when the command exits it kills what the command left behind. Killing
+// the init (Signal(SIGKILL), Close) makes the kernel kill the whole tree,
+// daemonised grandchildren and fork bombs included, so output pipes reach
+// EOF. Background processes therefore end with the command that started
+// them, and with NetworkNone each command has its own loopback: a server
+// started by one command is not reachable from the next.
+//
+// Limits: with writable cgroups (v1 controllers, or v2 as root) a sandbox
+// gets its own pids and memory cgroups (one budget for all its commands)
+// and a freezer for Pause; otherwise RLIMIT_NPROC per command and
+// RLIMIT_DATA per process stand in, and Pause sends SIGSTOP. RLIMIT_FSIZE,
+// RLIMIT_NOFILE and RLIMIT_CORE=0 always apply. New logs which limits are in
+// force.
+//
+// The file API (HostPath, Root) serves only /home/user and /tmp. Root gives
+// an os.Root, which refuses to follow a symlink the sandbox planted out of
+// the area; HostPath refuses paths that contain a symlink at all.
+//
+// # What it protects against, and what not
+//
+// It stops a command run as the sandbox's user from reading or writing host
+// files outside its two areas, seeing or signalling host processes, reaching
+// the network (NetworkNone), gaining privileges (setuid binaries, file
+// capabilities), outliving Close, and exhausting processes or memory where
+// cgroups are available.
+//
+// It does not protect against kernel exploits: the namespaces, Landlock and
+// the mount table are enforced by the same kernel the command talks to, so
+// a kernel bug reachable from an unprivileged user namespace is an escape
+// (a microVM such as the E2B backend is the stronger boundary). NetworkHost
+// shares the host's network: it is open egress and exposes every service
+// listening on the host's loopback, not an allowlist. Disk use in Dir is
+// bounded only per file (RLIMIT_FSIZE), not in total. Without cgroups the
+// memory limit is per process, and RLIMIT_NPROC, when the server is not
+// root, counts the server user's processes in the command's namespace. When
+// the server is not root, the sandbox's user is the server's own host uid:
+// the namespaces keep them apart, but the kernel's per-uid accounting and
+// keyrings are shared. Timing and resource side channels (CPU, cache,
+// /proc/meminfo, load) are not hidden.
+package jail

@@ -166,7 +166,7 @@ func (d *doc) checkHost(ptr, h string) {
 		d.errAtPtr(ptr, "an IP address must be written as a CIDR, such as %s/32", strings.TrimSuffix(h, "."))
 		return
 	}
-	if h == "*" || strings.Count(strings.TrimSuffix(h, "."), ".") == 0 && strings.HasPrefix(h, "*.") {
+	if rest, ok := strings.CutPrefix(h, "*."); ok && !strings.Contains(strings.TrimSuffix(rest, "."), ".") {
 		d.errAtPtr(ptr, "a wildcard must name a domain, such as *.example.com, got %q", h)
 	}
 }

@@ -212,13 +212,29 @@ func number(text string) (json.Number, error) {
 
 // ---- YAML ----
 
+var jsonBadChar = regexp.MustCompile(`^invalid character '((?:[^'\\]|\\.)+)'`)
+
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlParserProblems are the YAML parser's (not scanner's) messages. For
+// them the parser reports a 0-based line: that of the enclosing collection's
+// start, or of the problem.
+var yamlParserProblems = []string{
+	"did not find expected key", "did not find expected ',' or ']'", "did not find expected ',' or '}'",
+	"did not find expected node content", "did not find expected '-' indicator",
+	"did not find expected <document start>", "found undefined tag handle",
+}
 
 // yamlErr positions an error from the YAML parser ("yaml: line 3: ...").
 func (d *doc) yamlErr(err error) {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		for _, p := range yamlParserProblems {
+			if m[2] == p {
+				line++
+			}
+		}
 		d.errAt(pos{line: line}, "", "invalid YAML: %s", m[2])
 		return
 	}
@@ -413,9 +429,13 @@ func skipJSONSpace(data []byte, off int) int {
 func (d *doc) jsonErr(data []byte, off int, err error) {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
+		// Offset is at or just past the offending character, depending
+		// on the decoder's path; the message names the character.
 		off = int(se.Offset)
-		if off > 0 {
-			off-- // Offset is just past the offending byte.
+		if m := jsonBadChar.FindStringSubmatch(se.Error()); m != nil && off > 0 && off <= len(data) {
+			if c, err := strconv.Unquote("'" + m[1] + "'"); err == nil && strings.HasPrefix(string(data[off-1:]), c) {
+				off--
+			}
 		}
 	} else if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		off = len(data)

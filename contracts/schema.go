@@ -54,7 +54,9 @@ var compiled = sync.OnceValues(func() (*compiledSchema, error) {
 		return nil, fmt.Errorf("contracts: compile schema: %w", err)
 	}
 	var raw any
-	if err := json.Unmarshal(schemaJSON, &raw); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(schemaJSON))
+	dec.UseNumber() // so that messages print 1048576, not 1.048576e+06
+	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("contracts: read schema: %w", err)
 	}
 	return &compiledSchema{schema: s, raw: raw}, nil
@@ -163,7 +165,7 @@ func (d *doc) schemaError(cs *compiledSchema, e *jsonschema.ValidationError) {
 	case "const":
 		d.errAt(l.pos, l.path, "must be %v, got %s", sch["const"], describe(value))
 	case "minItems":
-		if sch["minItems"] == json.Number("1") || sch["minItems"] == float64(1) {
+		if sch["minItems"] == json.Number("1") {
 			d.errAt(l.pos, l.path, "must not be empty")
 		} else {
 			d.errAt(l.pos, l.path, "must have at least %v items", sch["minItems"])

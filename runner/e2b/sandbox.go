@@ -373,6 +373,30 @@ func (s *Sandbox) killProcess(ctx context.Context, pid uint32, tag string) {
 	}
 }
 
+// Process is a command envd is running in the sandbox.
+type Process struct {
+	PID  uint32
+	Tag  string // Run tags its commands "sandbox-mcp-<random>"
+	Cmd  string
+	Args []string
+	Cwd  string
+}
+
+// Processes lists the commands envd is running (started through envd; not
+// every process in the sandbox).
+func (s *Sandbox) Processes(ctx context.Context) ([]Process, error) {
+	resp, err := s.proc.List(ctx, rpcReq(&process.ListRequest{}))
+	if err != nil {
+		return nil, s.rpcError(ctx, "list processes", err)
+	}
+	out := make([]Process, 0, len(resp.Msg.GetProcesses()))
+	for _, p := range resp.Msg.GetProcesses() {
+		cfg := p.GetConfig()
+		out = append(out, Process{PID: p.GetPid(), Tag: p.GetTag(), Cmd: cfg.GetCmd(), Args: cfg.GetArgs(), Cwd: cfg.GetCwd()})
+	}
+	return out, nil
+}
+
 // IsRunning reports whether the sandbox's envd answers its health check; a
 // 502 from the sandbox proxy means the sandbox is gone.
 func (s *Sandbox) IsRunning(ctx context.Context) (bool, error) {

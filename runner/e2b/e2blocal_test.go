@@ -170,6 +170,20 @@ func TestStreamingDoesNotBuffer(t *testing.T) {
 		assert.Less(t, grew, uint64(limit))
 	})
 
+	t.Run("heap-probe-sees-a-download-held-whole", func(t *testing.T) {
+		// The control for the two checks above: buffering the same
+		// transfer is caught by the same probe.
+		h := startHeapPeak()
+		rc, err := sb.ReadFile(ctx, "/home/user/big.bin")
+		require.NoError(t, err)
+		whole, err := io.ReadAll(rc)
+		require.NoError(t, err)
+		require.NoError(t, rc.Close())
+		grew := h.growth()
+		assert.Len(t, whole, size)
+		assert.Greater(t, grew, uint64(size))
+	})
+
 	t.Run("abandoned-download-releases-the-stream", func(t *testing.T) {
 		rc, err := sb.ReadFile(ctx, "/home/user/big.bin")
 		require.NoError(t, err)

@@ -137,6 +137,37 @@ func testLifecycle(t *testing.T, c *e2b.Client) {
 		assert.Equal(t, "hi\n", mustRun(t, again, "echo hi"))
 	})
 
+	t.Run("paused-sandbox-resumes-on-connect-with-its-files", func(t *testing.T) {
+		sb := create(t, c, e2b.CreateParams{})
+		ctx := context.Background()
+		require.NoError(t, sb.WriteFile(ctx, "/home/user/kept.txt", strings.NewReader("kept")))
+		require.NoError(t, c.Pause(ctx, sb.ID))
+		info, err := c.Get(ctx, sb.ID)
+		require.NoError(t, err)
+		assert.Equal(t, "paused", info.State)
+		assert.ErrorIs(t, c.Pause(ctx, sb.ID), e2b.ErrConflict, "pausing a paused sandbox")
+
+		resumed, err := c.Connect(ctx, sb.ID, 2*time.Minute)
+		require.NoError(t, err)
+		info, err = c.Get(ctx, sb.ID)
+		require.NoError(t, err)
+		assert.Equal(t, "running", info.State)
+		assert.Equal(t, "kept", readAll(t, resumed, "/home/user/kept.txt"))
+	})
+
+	t.Run("sandbox-created-to-pause-on-expiry-pauses", func(t *testing.T) {
+		sb := create(t, c, e2b.CreateParams{Timeout: 2 * time.Second, OnExpiry: "pause"})
+		eventually(t, "sandbox pauses after its timeout", 60*time.Second, func() bool {
+			info, err := c.Get(context.Background(), sb.ID)
+			return err == nil && info.State == "paused"
+		})
+		info, err := c.Get(context.Background(), sb.ID)
+		require.NoError(t, err)
+		if info.OnExpiry != "" {
+			assert.Equal(t, "pause", info.OnExpiry)
+		}
+	})
+
 	t.Run("killed-sandbox-is-gone-everywhere", func(t *testing.T) {
 		sb := create(t, c, e2b.CreateParams{})
 		ctx := context.Background()

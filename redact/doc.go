@@ -9,6 +9,9 @@
 // of the value inside a longer base64 stream at each of the three byte
 // alignments), its lower- and upper-case hex, its URL percent-encodings, its
 // JSON and Go string escapes, and its reversal, with "[REDACTED:NAME]".
+// Every byte that any of these patterns covers is removed; overlapping
+// matches merge into one replacement, so a crafted prefix cannot shift the
+// scan past the start of a secret.
 // [Redactor.Writer] does the same for a stream, across chunk boundaries.
 //
 // Values shorter than [MinStrongLen] bytes cannot be redacted reliably: their

@@ -285,41 +285,53 @@ func (r *Redactor) matchAt(b []byte) (int, int32) {
 	return best, id
 }
 
-// redact appends the redaction of src to dst. At each position the longest
-// pattern starting there is replaced, scanning left to right. If final is
-// false it stops at the first position where a pattern could extend past the
-// end of src, and returns how many bytes of src it consumed; the caller keeps
-// the rest (fewer than r.maxLen bytes) for the next call.
-func (r *Redactor) redact(dst, src []byte, final bool) ([]byte, int) {
+// redact appends the redaction of src to dst. Every byte covered by any
+// pattern match is removed: each maximal run of overlapping matches becomes
+// one replacement, named after the secret of the run's first (longest)
+// match. Replacing only the leftmost match would let a crafted prefix that
+// overlaps the start of a secret hide the rest of it from the scan.
+//
+// covered is how many leading bytes of src an earlier call already replaced
+// (they are not emitted again). If final is false, redact evaluates only the
+// positions with a full window of r.maxLen bytes after them and returns how
+// many bytes of src it consumed and how many of the unconsumed bytes are
+// already covered; the caller keeps the unconsumed rest (fewer than r.maxLen
+// bytes) for the next call.
+func (r *Redactor) redact(dst, src []byte, final bool, covered int) (out []byte, consumed, carry int) {
 	if len(r.repl) == 0 {
-		return append(dst, src...), len(src)
+		return append(dst, src...), len(src), 0
 	}
 	stop := len(src)
 	if !final {
 		stop = max(0, len(src)-(r.maxLen-1))
 	}
-	emitted, i := 0, 0
-	for i < stop {
+	cov := covered     // end of the current run of covered bytes
+	emitted := covered // bytes of src already represented in dst
+	for i := 0; i < stop; i++ {
 		if i+r.pfx <= len(src) {
 			if !r.mayMatch(src[i:]) {
-				i++
 				continue
 			}
 		} else if r.root[src[i]] == 0 {
-			i++
 			continue
 		}
 		n, id := r.matchAt(src[i:])
-		if n == 0 {
-			i++
-			continue
+		switch {
+		case n == 0:
+		case i < cov: // overlaps the current run: extend it
+			cov = max(cov, i+n)
+			emitted = cov
+		default: // a new run
+			dst = append(dst, src[emitted:i]...)
+			dst = append(dst, r.repl[id]...)
+			cov = i + n
+			emitted = cov
 		}
-		dst = append(dst, src[emitted:i]...)
-		dst = append(dst, r.repl[id]...)
-		i += n
-		emitted = i
 	}
-	return append(dst, src[emitted:i]...), i
+	if emitted < stop {
+		dst = append(dst, src[emitted:stop]...)
+	}
+	return dst, stop, max(0, cov-stop)
 }
 
 // String returns s with every secret pattern replaced.
@@ -327,7 +339,7 @@ func (r *Redactor) String(s string) string {
 	if r == nil || len(r.repl) == 0 {
 		return s
 	}
-	out, _ := r.redact(nil, []byte(s), true)
+	out, _, _ := r.redact(nil, []byte(s), true, 0)
 	return string(out)
 }
 
@@ -337,6 +349,6 @@ func (r *Redactor) Bytes(b []byte) []byte {
 	if r == nil || len(r.repl) == 0 {
 		return slices.Clone(b)
 	}
-	out, _ := r.redact(make([]byte, 0, len(b)), b, true)
+	out, _, _ := r.redact(make([]byte, 0, len(b)), b, true, 0)
 	return out
 }

@@ -249,6 +249,27 @@ func TestRedactorEdgeCases(t *testing.T) {
 		assert.Equal(t, "x [REDACTED:LONG] y [REDACTED:SHORT]", r.String("x abcdefgh1234567 y abcdefgh12"))
 	})
 
+	t.Run("a-secret-overlapping-the-end-of-another-match-is-still-removed", func(t *testing.T) {
+		// Leftmost matching alone would replace FIRST and resume scanning
+		// after it, missing SECOND whose value starts inside FIRST's.
+		r := redact.New([]redact.Secret{{Name: "FIRST", Value: "prefix-0123456789"}, {Name: "SECOND", Value: "456789-suffix-abcdef"}})
+		got := r.String("a prefix-0123456789-suffix-abcdef z")
+		assert.Equal(t, "a [REDACTED:FIRST] z", got)
+		var out bytes.Buffer
+		w := r.Writer(&out)
+		for _, c := range []byte("a prefix-0123456789-suffix-abcdef z") {
+			_, err := w.Write([]byte{c})
+			require.NoError(t, err)
+		}
+		require.NoError(t, w.Close())
+		assert.Equal(t, got, out.String())
+	})
+
+	t.Run("adjacent-secrets-are-replaced-separately", func(t *testing.T) {
+		r := redact.New(secrets())
+		assert.Equal(t, "[REDACTED:GITHUB_TOKEN][REDACTED:API_KEY]", r.String(fakeToken+fakeKey))
+	})
+
 	t.Run("a-name-with-odd-characters-is-cleaned", func(t *testing.T) {
 		r := redact.New([]redact.Secret{{Name: `a"b c`, Value: fakeToken}})
 		assert.Equal(t, "[REDACTED:a_b_c]", r.String(fakeToken))

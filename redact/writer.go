@@ -26,6 +26,7 @@ type writer struct {
 	r       *Redactor
 	w       io.Writer
 	pending []byte // held-back tail, shorter than r.maxLen
+	covered int    // leading bytes of pending already replaced
 	out     []byte // reused output buffer
 	err     error
 	closed  bool
@@ -44,7 +45,7 @@ func (w *writer) Write(p []byte) (int, error) {
 		src = w.pending
 	}
 	var n int
-	w.out, n = w.r.redact(w.out[:0], src, false)
+	w.out, n, w.covered = w.r.redact(w.out[:0], src, false, w.covered)
 	if err := w.emit(); err != nil {
 		return 0, err
 	}
@@ -73,7 +74,7 @@ func (w *writer) Close() error {
 	if w.err != nil {
 		return w.err
 	}
-	w.out, _ = w.r.redact(w.out[:0], w.pending, true)
+	w.out, _, _ = w.r.redact(w.out[:0], w.pending, true, w.covered)
 	w.pending = w.pending[:0]
 	return w.emit()
 }

@@ -1,0 +1,94 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/sandbox-mcp/sandbox-mcp/contracts"
+)
+
+// maxPathBytes bounds one path an agent sends.
+const maxPathBytes = 4096
+
+// defaultWorkdir is used when a contract was built without defaults.
+const defaultWorkdir = "/home/user/work"
+
+func workdir(c *contracts.Contract) string {
+	if c.Sandbox.Workdir == "" {
+		return defaultWorkdir
+	}
+	return path.Clean(c.Sandbox.Workdir)
+}
+
+// aliasRoots are directories whose entries alias other files or processes
+// (/proc/self/root is the root, /dev/fd/N any open file, /dev/tcp/H/P a
+// socket in bash redirections). They are refused wherever they appear.
+var aliasRoots = []string{"/proc", "/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tcp", "/dev/udp", "/dev/pts", "/dev/shm", "/sys"}
+
+// cleanPath validates p and makes it clean and absolute, resolving a relative
+// path against base. It returns a reason when p is unusable.
+func cleanPath(p, base string) (string, string) {
+	switch {
+	case p == "":
+		return "", "the path is empty"
+	case len(p) > maxPathBytes:
+		return "", fmt.Sprintf("the path is longer than %d bytes", maxPathBytes)
+	case strings.IndexByte(p, 0) >= 0:
+		return "", "the path contains a NUL byte"
+	case !utf8.ValidString(p):
+		return "", "the path is not valid UTF-8"
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return "", fmt.Sprintf("the path contains the control character %U", r)
+		}
+	}
+	if !strings.HasPrefix(p, "/") {
+		p = base + "/" + p
+	}
+	p = path.Clean(p)
+	for _, a := range aliasRoots {
+		if within(p, a) {
+			return "", fmt.Sprintf("%s is under %s, which aliases other files or processes", p, a)
+		}
+	}
+	return p, ""
+}
+
+// within reports whether p is root or below it. Both must be clean and
+// absolute; /work does not contain /work2.
+func within(p, root string) bool {
+	if root == "/" {
+		return true
+	}
+	return p == root || strings.HasPrefix(p, root) && p[len(root)] == '/'
+}
+
+// withinAny reports whether p is inside one of roots (cleaned first).
+func withinAny(p string, roots []string) bool {
+	for _, r := range roots {
+		if r == "" || !strings.HasPrefix(r, "/") {
+			continue
+		}
+		if within(p, path.Clean(r)) {
+			return true
+		}
+	}
+	return false
+}
+
+// listRoots formats roots for a reason.
+func listRoots(roots []string) string {
+	if len(roots) == 0 {
+		return "none"
+	}
+	return strings.Join(roots, ", ")
+}
+
+// devNull and friends are harmless targets allowed outside the path lists.
+var (
+	readableDevices = map[string]bool{"/dev/null": true, "/dev/zero": true, "/dev/urandom": true, "/dev/random": true}
+	writableDevices = map[string]bool{"/dev/null": true}
+)

@@ -181,6 +181,44 @@ func TestLogRedactsEveryLine(t *testing.T) {
 	}
 }
 
+func TestSetRedactorAppliesToLaterLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path, audit.Options{NoSync: true})
+	require.NoError(t, err)
+	l.Logger().Info("before the task loaded", "note", "no secrets known yet")
+	l.SetRedactor(redact.New([]redact.Secret{{Name: "CANARY", Value: canary}}))
+	l.Logger().Info("after", "stdout", canary)
+	require.NoError(t, l.Close())
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), canary)
+	assert.Contains(t, string(data), `"stdout":"[REDACTED:CANARY]"`)
+}
+
+func TestUnwritableRecordsAreReplacedNotDropped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	// A value that, unescaped, spans JSON structure: redacting it breaks the
+	// line, which must then not be written as is.
+	r := redact.New([]redact.Secret{{Name: "ODD", Value: `1","tool`}})
+	l, err := audit.Open(path, audit.Options{NoSync: true, Redactor: r})
+	require.NoError(t, err)
+	l.Logger().Info("decision", audit.KeyTaskID, "task-1", audit.KeyTool, "run_command")
+	l.Logger().Info("huge", "stdout", strings.Repeat("x", audit.MaxLineBytes))
+	l.Logger().Info("fine", audit.KeyTaskID, "task-2")
+	require.NoError(t, l.Err())
+	require.NoError(t, l.Close())
+
+	ls := lines(t, path)
+	require.Len(t, ls, 3)
+	assert.Contains(t, ls[0], "not a JSON object after redaction")
+	assert.NotContains(t, ls[0], `1","tool`)
+	assert.Contains(t, ls[1], "longer than the line limit")
+	assert.Less(t, len(ls[1]), 1000)
+	assert.Contains(t, ls[2], `"task_id":"task-2"`)
+	_, err = audit.Verify(mustOpen(t, path))
+	require.NoError(t, err)
+}
+
 func TestLogIsSafeForConcurrentUse(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	l, err := audit.Open(path, audit.Options{NoSync: true})

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,7 +48,7 @@ var ErrClosed = errors.New("audit: log is closed")
 // Options configures a Log. The zero value is ready to use.
 type Options struct {
 	// Redactor, if not nil, is applied to every encoded line before it is
-	// hashed and written.
+	// hashed and written. [Log.SetRedactor] replaces it later.
 	Redactor *redact.Redactor
 	// Level is the minimum level written. If nil, slog.LevelInfo.
 	Level slog.Leveler
@@ -64,6 +65,7 @@ type Log struct {
 	path    string
 	aside   string
 	handler slog.Handler
+	redact  atomic.Pointer[redact.Redactor]
 
 	mu     sync.Mutex
 	f      *os.File
@@ -86,6 +88,7 @@ func Open(path string, opts Options) (*Log, error) {
 		opts.Level = slog.LevelInfo
 	}
 	l := &Log{opts: opts, path: path}
+	l.redact.Store(opts.Redactor)
 	f, rep, verr, err := openVerified(path)
 	if err != nil {
 		return nil, err
@@ -160,6 +163,11 @@ func protectKeys(groups []string, a slog.Attr) slog.Attr {
 	}
 	return a
 }
+
+// SetRedactor replaces the redactor applied to later lines, for example
+// with one built from the secrets of every task the server has loaded. It
+// is safe to call while other goroutines log. nil turns redaction off.
+func (l *Log) SetRedactor(r *redact.Redactor) { l.redact.Store(r) }
 
 // Logger returns a logger that writes to the audit log.
 func (l *Log) Logger() *slog.Logger { return slog.New(l.handler) }
@@ -236,8 +244,8 @@ func (w lineWriter) Write(p []byte) (int, error) {
 
 // append redacts rec (one JSON object), chains it and writes it as one line.
 func (l *Log) append(rec []byte) error {
-	if l.opts.Redactor != nil {
-		rec = l.opts.Redactor.Bytes(rec)
+	if r := l.redact.Load(); r != nil {
+		rec = r.Bytes(rec)
 	}
 	if !json.Valid(rec) || rec[0] != '{' {
 		rec = substitute(l.opts.Now(), "audit: record dropped: not a JSON object after redaction", len(rec))

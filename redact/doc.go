@@ -12,6 +12,8 @@
 // Every byte that any of these patterns covers is removed; overlapping
 // matches merge into one replacement, so a crafted prefix cannot shift the
 // scan past the start of a secret.
+// A value with leading or trailing white space (a token read from a file
+// with its newline) is also matched without it.
 // [Redactor.Writer] does the same for a stream, across chunk boundaries.
 //
 // Values shorter than [MinStrongLen] bytes cannot be redacted reliably: their

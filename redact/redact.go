@@ -59,7 +59,13 @@ func New(secrets []Secret) *Redactor {
 		if len(s.Value) < MinStrongLen {
 			r.weak = append(r.weak, s.Name)
 		}
-		for _, p := range patterns(s.Value) {
+		ps := patterns(s.Value)
+		if t := strings.TrimSpace(s.Value); t != s.Value && t != "" {
+			// A value read from a file often ends in a newline that the
+			// command's output will not contain.
+			ps = append(ps, patterns(t)...)
+		}
+		for _, p := range ps {
 			r.insert(p, id)
 			if minLen == 0 || len(p) < minLen {
 				minLen = len(p)

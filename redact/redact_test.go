@@ -265,6 +265,12 @@ func TestRedactorEdgeCases(t *testing.T) {
 		assert.Equal(t, got, out.String())
 	})
 
+	t.Run("a-value-with-a-trailing-newline-is-caught-without-it", func(t *testing.T) {
+		r := redact.New([]redact.Secret{{Name: "FROM_FILE", Value: fakeToken + "\n"}})
+		assert.Equal(t, "url=https://x:[REDACTED:FROM_FILE]@host", r.String("url=https://x:"+fakeToken+"@host"))
+		assert.Equal(t, "[REDACTED:FROM_FILE]", r.String(base64.StdEncoding.EncodeToString([]byte(fakeToken+"\n"))))
+	})
+
 	t.Run("adjacent-secrets-are-replaced-separately", func(t *testing.T) {
 		r := redact.New(secrets())
 		assert.Equal(t, "[REDACTED:GITHUB_TOKEN][REDACTED:API_KEY]", r.String(fakeToken+fakeKey))

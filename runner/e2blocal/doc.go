@@ -1,0 +1,30 @@
+// Package e2blocal is the embedded E2B-compatible local sandbox: one HTTP
+// handler that serves E2B's control-plane REST API (create, get, list,
+// timeout, refresh, pause, connect, kill) and, for requests carrying the
+// E2b-Sandbox-Id header (or a 49983-<id>.<domain> host), envd — the
+// process.Process and filesystem.Filesystem Connect RPC services and the
+// /health, /files and /envs routes — so that the official E2B SDKs and
+// sandbox-mcp's own E2B client work against it unchanged
+// (E2B_API_URL=E2B_SANDBOX_URL=http://127.0.0.1:3000).
+//
+// Every sandbox is a runner/jail sandbox under Options.Dir/<id>: commands
+// run as the unprivileged sandbox user in Linux namespaces, with no network
+// unless the creation request allows internet access, and are killed at
+// their Connect-Timeout-Ms deadline together with their children. A
+// sandbox expires at its timeout (killed, or paused with autoPause), and
+// Server.Close kills every sandbox and removes its directory.
+//
+// The package owns the wire compatibility and the lifetime of sandboxes.
+// It must never run a command without the jail's isolation (when the jail
+// is unavailable, creation fails with a 503 that says why), never open the
+// network beyond what was asked (egress allowlists are refused, not
+// ignored), never let a file path leave /home/user or /tmp (all file
+// access goes through os.Root), never hold an upload in memory, and never
+// leave a process or directory behind after a kill, an expiry or Close.
+//
+// Differences from E2B, each refused with a clear error rather than
+// ignored: only the "base" template; no root user (everything runs as
+// "user"); no PTYs, StreamInput, Update or WatchDir; no file metadata;
+// no mcp, volume mounts, iam or egress allowlists. Omitting
+// allow_internet_access means open egress, as in E2B, on the host's network.
+package e2blocal

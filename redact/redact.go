@@ -56,7 +56,7 @@ func New(secrets []Secret) *Redactor {
 		}
 		id := int32(len(r.repl))
 		r.repl = append(r.repl, []byte("[REDACTED:"+cleanName(s.Name)+"]"))
-		if len(s.Value) < MinStrongLen {
+		if len(strings.TrimSpace(s.Value)) < MinStrongLen {
 			r.weak = append(r.weak, s.Name)
 		}
 		ps := patterns(s.Value)

@@ -23,6 +23,8 @@ const (
 	MaxSize   = 1 << 20
 	maxDepth  = 32
 	maxValues = 100_000
+	maxItems  = 1000 // entries in one list or mapping; the schema allows no more
+	maxErrors = 100  // problems reported; the rest are counted
 )
 
 // pos is a 1-based line and column.
@@ -194,6 +196,16 @@ func (d *doc) enter(p pos, path string, depth int) bool {
 	return true
 }
 
+// fits checks the size of one list or mapping; false means stop.
+func (d *doc) fits(p pos, path string, n int) bool {
+	if n > maxItems {
+		d.errAt(p, path, "more than %d entries; the schema allows no more", maxItems)
+		d.abort = true
+		return false
+	}
+	return true
+}
+
 // number normalises a number's text so that 1, 1.0 and 1e0 are the same
 // json.Number, and refuses what JSON cannot hold.
 func number(text string) (json.Number, error) {
@@ -297,6 +309,9 @@ func (d *doc) yamlValue(n *yaml.Node, ptr, path string, depth int) any {
 			d.errAt(p, path, "unsupported YAML tag %s", n.Tag)
 			return nil
 		}
+		if !d.fits(p, path, len(n.Content)/2) {
+			return nil
+		}
 		m := make(map[string]any, len(n.Content)/2)
 		first := map[string]int{}
 		for i := 0; i+1 < len(n.Content) && !d.abort; i += 2 {
@@ -329,6 +344,9 @@ func (d *doc) yamlValue(n *yaml.Node, ptr, path string, depth int) any {
 	case yaml.SequenceNode:
 		if n.ShortTag() != "!!seq" {
 			d.errAt(p, path, "unsupported YAML tag %s", n.Tag)
+			return nil
+		}
+		if !d.fits(p, path, len(n.Content)) {
 			return nil
 		}
 		l := make([]any, 0, len(n.Content))
@@ -465,6 +483,9 @@ func (d *doc) jsonValue(dec *json.Decoder, data []byte, ptr, path string, depth 
 			m := map[string]any{}
 			first := map[string]int{}
 			for dec.More() && !d.abort {
+				if !d.fits(p, path, len(m)+1) {
+					return nil
+				}
 				kstart := skipJSONSpace(data, int(dec.InputOffset()))
 				kp := d.offPos(data, kstart)
 				ktok, err := dec.Token()
@@ -495,7 +516,7 @@ func (d *doc) jsonValue(dec *json.Decoder, data []byte, ptr, path string, depth 
 			return m
 		}
 		l := []any{}
-		for i := 0; dec.More() && !d.abort; i++ {
+		for i := 0; dec.More() && !d.abort && d.fits(p, path, i+1); i++ {
 			l = append(l, d.jsonValue(dec, data, childPtr(ptr, "", i), childPath(path, "", i), depth+1))
 		}
 		if d.abort {

@@ -106,8 +106,25 @@ func TestParseRefusesOversizedAndDeepDocuments(t *testing.T) {
 		data := "x: " + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + "\n"
 		assert.Contains(t, parseErr(t, "deeper.yaml", data), "invalid YAML: ")
 	})
-	t.Run("a-wide-list-under-the-size-limit-is-refused-by-value-count", func(t *testing.T) {
+	t.Run("a-wide-list-is-refused-by-entry-count", func(t *testing.T) {
 		data := "version: 1\ntask: {id: t}\nx: [" + strings.Repeat("1,", 200_000) + "1]\n"
-		assert.Contains(t, parseErr(t, "wide.yaml", data), "more than 100000 values")
+		assert.Equal(t, "wide.yaml:3:4: x: more than 1000 entries; the schema allows no more", parseErr(t, "wide.yaml", data))
+		data = `{"x": [` + strings.Repeat("1,", 200_000) + "1]}"
+		assert.Equal(t, "wide.json:1:7: x: more than 1000 entries; the schema allows no more", parseErr(t, "wide.json", data))
+	})
+	t.Run("many-lists-under-the-size-limit-are-refused-by-value-count", func(t *testing.T) {
+		data := "version: 1\ntask: {id: t}\nx: [" + strings.Repeat("["+strings.Repeat("1,", 100)+"1],", 999) + "1]\n"
+		assert.Contains(t, parseErr(t, "many.yaml", data), "more than 100000 values")
+	})
+	t.Run("thousands-of-unknown-keys-report-the-first-hundred", func(t *testing.T) {
+		var b strings.Builder
+		b.WriteString("version: 1\ntask: {id: t}\nsandbox:\n")
+		for i := range 900 {
+			fmt.Fprintf(&b, "  k%d: x\n", i)
+		}
+		lines := strings.Split(parseErr(t, "keys.yaml", b.String()), "\n")
+		require.Len(t, lines, 101)
+		assert.Equal(t, "keys.yaml: ... and 800 more problems", lines[100])
+		assert.Equal(t, "keys.yaml:4:3: sandbox.k0: unknown key (allowed: backend, lifetime, on_expiry, template, workdir)", lines[0])
 	})
 }

@@ -75,6 +75,10 @@ func (d *doc) sortedErrs() Errors {
 			out = append(out, e)
 		}
 	}
+	if len(out) > maxErrors {
+		more := len(out) - maxErrors
+		out = append(out[:maxErrors:maxErrors], &FieldError{File: d.file, Msg: fmt.Sprintf("... and %d more problems", more)})
+	}
 	return out
 }
 

@@ -76,6 +76,7 @@ type Client struct {
 	protoJSON  bool
 	now        func() time.Time
 	sleep      func(context.Context, time.Duration) error
+	listPage   int32 // page size asked of GET /v2/sandboxes
 }
 
 // New returns a Client. It fails on a missing API key or a malformed URL;
@@ -123,6 +124,7 @@ func New(o Options) (*Client, error) {
 		protoJSON:  o.EnvdProtoJSON,
 		now:        o.Now,
 		sleep:      sleepCtx,
+		listPage:   listPageLimit,
 	}
 	key := string(o.APIKey)
 	c.api, err = api.NewClient(strings.TrimSuffix(apiURL.String(), "/"),
@@ -335,7 +337,7 @@ func (c *Client) List(ctx context.Context, metadata map[string]string) ([]Info, 
 	const op = "list sandboxes"
 	params := api.ListSandboxesParams{
 		State: &[]api.SandboxState{api.Running, api.Paused},
-		Limit: ptr(int32(listPageLimit)),
+		Limit: ptr(c.listPage),
 	}
 	if len(metadata) > 0 {
 		q := url.Values{}

@@ -192,13 +192,19 @@ func errorBodyMessage(body []byte) (msg, code string) {
 		ErrorCode string `json:"error_code"`
 	}
 	if json.Unmarshal(body, &parsed) == nil && parsed.Message != "" {
-		return parsed.Message, parsed.ErrorCode
+		return truncate(parsed.Message), truncate(parsed.ErrorCode)
 	}
-	text := strings.TrimSpace(string(body))
-	if len(text) > 512 {
-		text = text[:512] + "…"
+	return truncate(strings.TrimSpace(string(body))), ""
+}
+
+// maxMessage bounds the server text carried in an error.
+const maxMessage = 1024
+
+func truncate(s string) string {
+	if len(s) <= maxMessage {
+		return s
 	}
-	return text, ""
+	return strings.ToValidUTF8(s[:maxMessage], "") + "…"
 }
 
 // parseRetryAfter reads a Retry-After header given in seconds or as an
@@ -212,18 +218,18 @@ func parseRetryAfter(v string, now func() time.Time) time.Duration {
 		if secs <= 0 {
 			return 0
 		}
-		if secs > int64(24*time.Hour/time.Second) {
-			secs = int64(24 * time.Hour / time.Second)
-		}
-		return time.Duration(secs) * time.Second
+		return min(time.Duration(min(secs, int64(maxRetryAfter/time.Second)))*time.Second, maxRetryAfter)
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now()); d > 0 {
-			return d
+			return min(d, maxRetryAfter)
 		}
 	}
 	return 0
 }
+
+// maxRetryAfter caps what a server can ask a caller to wait.
+const maxRetryAfter = 24 * time.Hour
 
 // connectError turns an error from a Connect RPC into an *Error. ctx
 // errors pass through unchanged so callers can compare with ctx.Err().

@@ -401,3 +401,21 @@ func TestErrorsMatchOnlyTheirKind(t *testing.T) {
 	assert.Equal(t, "e2b: read file: not found, HTTP 404: path '/x' does not exist", err.Error())
 	assert.True(t, errors.Is(fmt.Errorf("wrapped: %w", err), ErrNotFound))
 }
+
+func FuzzErrorParsing(f *testing.F) {
+	for _, seed := range []string{"7", "0", "-3", "Fri, 02 Jan 2026 03:04:17 GMT", "99999999999999999999", "Mon, 01 Jan 3000 00:00:00 GMT", ""} {
+		f.Add(seed, `{"code":429,"message":"slow"}`)
+	}
+	f.Add("1", "<html>bad gateway</html>")
+	now := func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	f.Fuzz(func(t *testing.T, retryAfter, body string) {
+		d := parseRetryAfter(retryAfter, now)
+		if d < 0 || d > maxRetryAfter {
+			t.Fatalf("Retry-After %q gave %s", retryAfter, d)
+		}
+		msg, code := errorBodyMessage([]byte(body))
+		if len(msg) > maxMessage+len("…") || len(code) > maxMessage+len("…") {
+			t.Fatalf("message of %d bytes from body %q", len(msg), body)
+		}
+	})
+}

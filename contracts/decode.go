@@ -136,7 +136,7 @@ func (d *doc) decode(data []byte) {
 		return
 	}
 	if isJSON(d.file, data) {
-		d.decodeJSON(data)
+		d.decodeJSON(bytes.TrimPrefix(data, []byte("\ufeff")))
 	} else {
 		d.decodeYAML(data)
 	}
@@ -447,6 +447,13 @@ func skipJSONSpace(data []byte, off int) int {
 func (d *doc) jsonErr(data []byte, off int, err error) {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
+		// The token reader's messages lack context ("invalid character
+		// 'v'"); a whole-document decode names what it was looking for.
+		var whole *json.SyntaxError
+		if errors.As(json.Unmarshal(data, new(any)), &whole) {
+			se = whole
+		}
+		err = se
 		// Offset is at or just past the offending character, depending
 		// on the decoder's path; the message names the character.
 		off = int(se.Offset)

@@ -38,7 +38,9 @@ var programs = map[string]struct {
 	"fish": {kind: kindInterpreter}, "csh": {kind: kindInterpreter}, "tcsh": {kind: kindInterpreter},
 	"busybox": {kind: kindInterpreter}, "expect": {kind: kindInterpreter}, "vim": {kind: kindInterpreter},
 	"vi": {kind: kindInterpreter}, "nvim": {kind: kindInterpreter}, "emacs": {kind: kindInterpreter},
-	"gdb": {kind: kindInterpreter},
+	"gdb": {kind: kindInterpreter}, "eval": {kind: kindInterpreter}, "exec": {kind: kindInterpreter},
+	"source": {kind: kindInterpreter}, "builtin": {kind: kindInterpreter}, "command": {kind: kindInterpreter},
+	"sudo": {kind: kindInterpreter}, "su": {kind: kindInterpreter}, "doas": {kind: kindInterpreter},
 
 	"pip":  {kind: kindPackager, safe: []string{"list", "show", "freeze", "check", "help"}},
 	"pipx": {kind: kindPackager}, "uv": {kind: kindPackager}, "poetry": {kind: kindPackager},

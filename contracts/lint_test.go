@@ -22,10 +22,12 @@ func TestLintWarnsAboutRiskyChoicesAndNotTheirNeighbours(t *testing.T) {
 		},
 		{
 			name: "an-interpreter-is-arbitrary-code",
-			yaml: "commands:\n  allow: [{run: ls}, {run: python3.12}, {run: /usr/bin/bash}]\n",
+			yaml: "commands:\n  allow: [{run: ls}, {run: python3.12}, {run: /usr/bin/bash}, {run: sudo}, {run: eval}]\n",
 			want: []contracts.Warning{
 				{Path: "commands.allow[1]", Msg: "python3.12 is allowed: that is arbitrary code; network and file confinement rest on the sandbox alone"},
 				{Path: "commands.allow[2]", Msg: "/usr/bin/bash is allowed: that is arbitrary code; network and file confinement rest on the sandbox alone"},
+				{Path: "commands.allow[3]", Msg: "sudo is allowed: that is arbitrary code; network and file confinement rest on the sandbox alone"},
+				{Path: "commands.allow[4]", Msg: "eval is allowed: that is arbitrary code; network and file confinement rest on the sandbox alone"},
 			},
 		},
 		{

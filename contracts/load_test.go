@@ -352,8 +352,12 @@ func TestParseTellsJSONFromYAML(t *testing.T) {
 		assert.Equal(t, "t", c.Task.ID)
 	})
 	t.Run("a-json-file-must-be-strict-json", func(t *testing.T) {
-		assert.Equal(t, "c.json:1:2: invalid JSON: invalid character 'v'",
+		assert.Equal(t, "c.json:1:2: invalid JSON: invalid character 'v' looking for beginning of object key string",
 			parseErr(t, "c.json", `{version: 1, task: {id: t}}`))
+	})
+	t.Run("a-json-file-may-start-with-a-byte-order-mark", func(t *testing.T) {
+		c, _ := mustParse(t, "c.json", "\ufeff"+`{"version": 1, "task": {"id": "t"}}`)
+		assert.Equal(t, "t", c.Task.ID)
 	})
 	t.Run("a-json-schema-key-is-accepted-and-ignored", func(t *testing.T) {
 		c, _ := mustParse(t, "c.json", `{"$schema": "../schema.json", "version": 1, "task": {"id": "t"}}`)

@@ -29,6 +29,8 @@ const (
 	listPageLimit = 100
 	// maxListPages bounds how many pages List follows.
 	maxListPages = 100
+	// allTraffic is the CIDR that denies all egress.
+	allTraffic = "0.0.0.0/0"
 	// defaultRetries is used when Options.Retries is zero.
 	defaultRetries = 3
 )
@@ -184,7 +186,8 @@ type CreateParams struct {
 	// denied except what AllowOut lists.
 	AllowInternet bool
 	// AllowOut lists IPs, CIDRs or domains (a.com, *.a.com) the sandbox may
-	// reach even when other egress is denied.
+	// reach even when other egress is denied. With AllowInternet false,
+	// 0.0.0.0/0 is added to DenyOut, as E2B requires for domain rules.
 	AllowOut []string
 	// DenyOut lists IPs or CIDRs the sandbox may not reach.
 	DenyOut []string
@@ -241,13 +244,19 @@ func (c *Client) Create(ctx context.Context, p CreateParams) (*Sandbox, error) {
 		Secure:              ptr(true),
 		AllowInternetAccess: ptr(p.AllowInternet),
 	}
-	if len(p.AllowOut) > 0 || len(p.DenyOut) > 0 {
+	denyOut := slices.Clone(p.DenyOut)
+	if !p.AllowInternet && len(p.AllowOut) > 0 && !slices.Contains(denyOut, allTraffic) {
+		// E2B takes a domain in allowOut only alongside a deny-all, and
+		// "no internet but these" means exactly that.
+		denyOut = append(denyOut, allTraffic)
+	}
+	if len(p.AllowOut) > 0 || len(denyOut) > 0 {
 		body.Network = &api.SandboxNetworkConfig{}
 		if len(p.AllowOut) > 0 {
 			body.Network.AllowOut = ptr(slices.Clone(p.AllowOut))
 		}
-		if len(p.DenyOut) > 0 {
-			body.Network.DenyOut = ptr(slices.Clone(p.DenyOut))
+		if len(denyOut) > 0 {
+			body.Network.DenyOut = &denyOut
 		}
 	}
 	if len(p.Metadata) > 0 {

@@ -62,6 +62,15 @@ func TestClientAgainstE2BLocal(t *testing.T) {
 		})
 	}
 
+	t.Run("egress-allowlist-is-refused-clearly-by-the-local-sandbox", func(t *testing.T) {
+		// e2blocal cannot enforce domain allowlists yet and fails closed;
+		// the caller gets a typed, readable refusal rather than open egress.
+		_, err := c.Create(context.Background(), e2b.CreateParams{Timeout: time.Minute, AllowOut: []string{"pypi.org"}})
+		require.ErrorIs(t, err, e2b.ErrInvalidArgument)
+		assert.Contains(t, err.Error(), "e2b: create sandbox: ")
+		assert.Contains(t, err.Error(), "allow")
+	})
+
 	t.Run("wrong-api-key-is-unauthorized", func(t *testing.T) {
 		bad, err := e2b.New(e2b.Options{APIURL: url, SandboxURL: url, APIKey: "e2b_wrong_key"})
 		require.NoError(t, err)

@@ -342,21 +342,52 @@ func TestSecretsNeverLeak(t *testing.T) {
 	})
 }
 
-func TestRequestsCarryTheContractValues(t *testing.T) {
-	rp, c, _ := newReplay(t, map[string][]recorded{"POST /sandboxes": {{status: 201, body: createdBody}}})
-	_, err := c.Create(context.Background(), CreateParams{
-		Timeout: 90*time.Second + time.Millisecond, OnExpiry: "pause", AllowOut: []string{"pypi.org"}, DenyOut: []string{"0.0.0.0/0"},
-		Metadata: map[string]string{"task_id": "task-1"},
-	})
-	require.NoError(t, err)
-	var body map[string]any
-	require.NoError(t, json.Unmarshal([]byte(rp.bodies[0]), &body))
-	assert.Equal(t, map[string]any{
-		"templateID": "base", "timeout": float64(91), "autoPause": true, "secure": true,
-		"allow_internet_access": false,
-		"network":               map[string]any{"allowOut": []any{"pypi.org"}, "denyOut": []any{"0.0.0.0/0"}},
-		"metadata":              map[string]any{"task_id": "task-1"},
-	}, body)
+func TestCreateSendsTheContractValues(t *testing.T) {
+	tests := []struct {
+		name   string
+		params CreateParams
+		want   map[string]any
+	}{
+		{
+			name: "allowlist-without-internet-denies-everything-else",
+			params: CreateParams{Timeout: 90*time.Second + time.Millisecond, OnExpiry: "pause", AllowOut: []string{"pypi.org"},
+				Metadata: map[string]string{"task_id": "task-1"}, EnvVars: map[string]string{"CI": "1"}},
+			want: map[string]any{
+				"templateID": "base", "timeout": float64(91), "autoPause": true, "secure": true,
+				"allow_internet_access": false,
+				"network":               map[string]any{"allowOut": []any{"pypi.org"}, "denyOut": []any{"0.0.0.0/0"}},
+				"metadata":              map[string]any{"task_id": "task-1"},
+				"envVars":               map[string]any{"CI": "1"},
+			},
+		},
+		{
+			name:   "open-internet-sends-no-network-rules",
+			params: CreateParams{Template: "python", Timeout: time.Hour, AllowInternet: true},
+			want: map[string]any{
+				"templateID": "python", "timeout": float64(3600), "autoPause": false, "secure": true,
+				"allow_internet_access": true,
+			},
+		},
+		{
+			name:   "no-internet-and-no-allowlist-relies-on-the-flag",
+			params: CreateParams{Timeout: time.Second, DenyOut: []string{"10.0.0.0/8"}},
+			want: map[string]any{
+				"templateID": "base", "timeout": float64(1), "autoPause": false, "secure": true,
+				"allow_internet_access": false,
+				"network":               map[string]any{"denyOut": []any{"10.0.0.0/8"}},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rp, c, _ := newReplay(t, map[string][]recorded{"POST /sandboxes": {{status: 201, body: createdBody}}})
+			_, err := c.Create(context.Background(), tt.params)
+			require.NoError(t, err)
+			var body map[string]any
+			require.NoError(t, json.Unmarshal([]byte(rp.bodies[0]), &body))
+			assert.Equal(t, tt.want, body)
+		})
+	}
 }
 
 func TestBadInputIsRefusedBeforeTheNetwork(t *testing.T) {

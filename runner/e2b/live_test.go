@@ -27,6 +27,10 @@ func TestLiveE2B(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Run("lifecycle", func(t *testing.T) { testLifecycle(t, c) })
+	t.Run("create-with-an-egress-allowlist-is-accepted", func(t *testing.T) {
+		sb := create(t, c, e2b.CreateParams{AllowOut: []string{"pypi.org", "*.pythonhosted.org"}})
+		require.Equal(t, "ok\n", mustRun(t, sb, "echo ok"))
+	})
 	sb := create(t, c, e2b.CreateParams{Timeout: 5 * time.Minute})
 	t.Run("commands", func(t *testing.T) { testCommands(t, sb) })
 	t.Run("files", func(t *testing.T) { testFiles(t, sb) })

@@ -145,7 +145,7 @@ func (d *doc) checkProgram(ptr, run string) {
 	}
 	rel := strings.TrimPrefix(run, "./")
 	clean := path.Clean(rel)
-	if clean != rel || clean == ".." || strings.HasPrefix(clean, "../") || strings.HasPrefix(rel, "./") {
+	if clean != rel || clean == ".." || clean == "/" || strings.HasPrefix(clean, "../") || strings.HasPrefix(rel, "./") {
 		d.errAtPtr(ptr, "must be a clean path to a program (no '..', '//' or trailing '/'), got %q", run)
 	}
 }

@@ -236,11 +236,12 @@ mac:
 		},
 		{
 			name: "program-paths-must-match-only-themselves",
-			yaml: "version: 1\ntask: {id: t}\ncommands:\n  allow:\n  - run: ./scripts/../x\n  - run: ..\n  - run: bin/\n  - run: ./scripts/test.sh\n  - run: /usr/bin/make\n",
+			yaml: "version: 1\ntask: {id: t}\ncommands:\n  allow:\n  - run: ./scripts/../x\n  - run: ..\n  - run: bin/\n  - run: ./scripts/test.sh\n  - run: /usr/bin/make\n  - run: /\n",
 			want: []string{
 				`task.yaml:5:5: commands.allow[0].run: must be a clean path to a program (no '..', '//' or trailing '/'), got "./scripts/../x"`,
 				`task.yaml:6:5: commands.allow[1].run: must be a program name, got ".."`,
 				`task.yaml:7:5: commands.allow[2].run: must be a clean path to a program (no '..', '//' or trailing '/'), got "bin/"`,
+				`task.yaml:10:5: commands.allow[5].run: must be a clean path to a program (no '..', '//' or trailing '/'), got "/"`,
 			},
 		},
 		{

@@ -455,3 +455,12 @@ func TestLoad(t *testing.T) {
 		assert.EqualError(t, err, p+": contract is 1048577 bytes; the limit is 1048576 (1 MiB)")
 	})
 }
+
+func TestHashOfTheJSONQuickstartMatchesTheYAML(t *testing.T) {
+	y, _, err := contracts.Load("examples/quickstart.yaml")
+	require.NoError(t, err)
+	j, _, err := contracts.Load("../testdata/contracts/quickstart.json")
+	require.NoError(t, err)
+	assert.Equal(t, y, j)
+	assert.Equal(t, y.Hash(), j.Hash())
+}

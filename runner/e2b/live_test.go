@@ -11,7 +11,8 @@ import (
 )
 
 // TestLiveE2B runs the same scenarios as TestClientAgainstE2BLocal against
-// the E2B cloud (or E2B_API_URL). Every sandbox it makes is short-lived and
+// the E2B cloud (or E2B_API_URL and E2B_SANDBOX_URL, as the SDKs read
+// them). Every sandbox it makes is short-lived and
 // killed in t.Cleanup. Set E2B_LIVE_PROTO_JSON=true to use Connect+JSON for
 // envd, as the official SDKs do.
 func TestLiveE2B(t *testing.T) {
@@ -21,6 +22,7 @@ func TestLiveE2B(t *testing.T) {
 	}
 	c, err := e2b.New(e2b.Options{
 		APIURL:        os.Getenv("E2B_API_URL"),
+		SandboxURL:    os.Getenv("E2B_SANDBOX_URL"),
 		APIKey:        e2b.Secret(key),
 		EnvdProtoJSON: os.Getenv("E2B_LIVE_PROTO_JSON") == "true",
 	})

@@ -55,6 +55,15 @@ func (es Errors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
+// Unwrap returns the problems, so that errors.As finds a *FieldError.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
 // Warning is a lint finding in a valid contract: something it allows that a
 // policy author should choose knowingly. Path is the field path it concerns.
 type Warning struct {

@@ -436,6 +436,12 @@ func TestLoad(t *testing.T) {
 		_, _, err := contracts.Load(p)
 		assert.EqualError(t, err, p+`:1:1: missing required key "task"`)
 	})
+	t.Run("errors-as-finds-the-first-field-error", func(t *testing.T) {
+		_, _, err := contracts.Parse("c.yaml", []byte("version: 1\ntask: {id: t}\nsandbox: {backend: x, on_expiry: y}\n"))
+		var fe *contracts.FieldError
+		require.ErrorAs(t, err, &fe)
+		assert.Equal(t, contracts.FieldError{File: "c.yaml", Line: 3, Col: 11, Path: "sandbox.backend", Msg: `must be one of local, e2b; got "x"`}, *fe)
+	})
 	t.Run("a-missing-file-is-an-error", func(t *testing.T) {
 		_, _, err := contracts.Load(filepath.Join(dir, "nope.yaml"))
 		assert.ErrorIs(t, err, os.ErrNotExist)

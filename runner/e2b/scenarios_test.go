@@ -359,6 +359,15 @@ func testFiles(t *testing.T, sb *e2b.Sandbox) {
 		assert.Empty(t, left)
 	})
 
+	t.Run("stat-reports-a-symlink-without-following-it", func(t *testing.T) {
+		link := dir + "/link"
+		mustRun(t, sb, "mkdir -p "+dir+" && ln -s /etc/hostname "+link)
+		st, err := sb.Stat(ctx, link)
+		require.NoError(t, err)
+		assert.Equal(t, e2b.TypeSymlink, st.Type)
+		assert.Equal(t, "/etc/hostname", st.SymlinkTarget)
+	})
+
 	t.Run("missing-and-wrong-paths-are-typed", func(t *testing.T) {
 		_, err := sb.ReadFile(ctx, dir+"/nope.txt")
 		assert.ErrorIs(t, err, e2b.ErrNotFound)

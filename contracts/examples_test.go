@@ -108,4 +108,8 @@ func TestExampleIOSApp(t *testing.T) {
 	assert.Equal(t, contracts.Duration(45*time.Minute), c.Mac.Steps["test"].Timeout)
 	assert.Equal(t, []string{"build/Logs/Test"}, c.Mac.Steps["test"].Outputs)
 	assert.Equal(t, contracts.EgressNone, c.Network.Egress)
+	assert.Equal(t, []string{"status", "diff", "log"}, programs(c)["git"].Subcommands)
+	for _, w := range c.Paths.Write {
+		assert.NotEqual(t, "/home/user/work", w, "the repository root (and so .git) must not be writable")
+	}
 }

@@ -17,6 +17,7 @@ const (
 	kindPackager         // installs and runs package code
 	kindRunner           // runs code from the workdir (tests, build files)
 	kindPrinter          // prints its environment or files such as /proc/self/environ
+	kindGit              // runs what the repository's .git/config and hooks say
 )
 
 // programs maps a program's base name, without a version suffix
@@ -62,6 +63,8 @@ var programs = map[string]struct {
 	"mvn": {kind: kindRunner}, "ant": {kind: kindRunner}, "rake": {kind: kindRunner},
 	"just": {kind: kindRunner}, "task": {kind: kindRunner}, "xcodebuild": {kind: kindRunner},
 	"swift": {kind: kindRunner},
+
+	"git": {kind: kindGit},
 
 	"echo": {kind: kindPrinter}, "printf": {kind: kindPrinter}, "printenv": {kind: kindPrinter},
 	"env": {kind: kindPrinter}, "cat": {kind: kindPrinter}, "tee": {kind: kindPrinter},
@@ -146,6 +149,15 @@ func lint(c *Contract) []Warning {
 				arbitrary[r.Run] = true
 				warn(p, "%s runs code from the workdir, which paths.write[%d] (%s) makes writable: the agent can write a test or build file and have it run (write-then-execute); confinement rests on the sandbox alone", r.Run, writesWorkdir, c.Paths.Write[writesWorkdir])
 			}
+		case kindGit:
+			gitDir := path.Join(wd, ".git")
+			for j, w := range c.Paths.Write {
+				if within(gitDir, w) || within(w, gitDir) {
+					arbitrary[r.Run] = true
+					warn(p, "%s reads %s/config and runs its hooks, which paths.write[%d] (%s) makes writable: the agent can set core.fsmonitor, core.pager or a hook and have even git status run it (write-then-execute); make only the source directories writable", r.Run, gitDir, j, w)
+					break
+				}
+			}
 		}
 		if strings.Contains(r.Run, "/") {
 			abs := r.Run
@@ -163,6 +175,20 @@ func lint(c *Contract) []Warning {
 		}
 		for j, f := range r.AllowFlags {
 			warn(fmt.Sprintf("%s.allow_flags[%d]", p, j), "%s %s is opted in: that flag runs programs or writes files where the command policy cannot see", r.Run, f)
+		}
+	}
+
+	ws = append(ws, shadowedRules(c.Commands.Allow)...)
+	for i, w := range c.Paths.Write {
+		p := fmt.Sprintf("paths.write[%d]", i)
+		for _, sys := range systemDirs {
+			if within(sys.dir, w) || within(w, sys.dir) {
+				warn(p, "%s overlaps %s, %s", w, sys.dir, sys.why)
+				break
+			}
+		}
+		if within(userHome, w) {
+			warn(p, "%s covers the home directory %s: the agent can write dotfiles (.bashrc, .gitconfig, .npmrc, pip.conf) that allowed programs read and obey", w, userHome)
 		}
 	}
 
@@ -200,6 +226,56 @@ func lint(c *Contract) []Warning {
 		warn("mac.approval", "none: steps run on the Mac with no human approving their inputs")
 	}
 	return ws
+}
+
+// systemDirs hold what every program in the sandbox loads and runs.
+var systemDirs = []struct{ dir, why string }{
+	{"/bin", "which holds programs: the agent can replace an allowed program (write-then-execute)"},
+	{"/sbin", "which holds programs: the agent can replace an allowed program (write-then-execute)"},
+	{"/usr", "which holds programs and libraries: the agent can replace an allowed program (write-then-execute)"},
+	{"/lib", "which holds libraries every program loads (write-then-execute)"},
+	{"/lib64", "which holds libraries every program loads (write-then-execute)"},
+	{"/etc", "which holds configuration every program obeys (/etc/ld.so.preload loads code into all of them)"},
+	{"/opt", "which holds installed programs: the agent can replace an allowed program (write-then-execute)"},
+}
+
+// userHome is the sandbox user's home directory (E2B's convention, and the
+// local sandbox's).
+const userHome = "/home/user"
+
+// shadowedRules finds rules that have no effect because another rule for
+// the same program allows at least as much.
+func shadowedRules(allow []CommandRule) []Warning {
+	var ws []Warning
+	for i, r := range allow {
+		for j, o := range allow {
+			if i == j || o.Run != r.Run {
+				continue
+			}
+			// o allows every subcommand r does (or any), and every flag;
+			// ties go to the earlier rule.
+			covers := len(o.Subcommands) == 0 || (len(r.Subcommands) > 0 && subset(r.Subcommands, o.Subcommands))
+			covers = covers && subset(r.AllowFlags, o.AllowFlags) && (o.Wrapper || !r.Wrapper)
+			same := len(o.Subcommands) == len(r.Subcommands) && len(o.AllowFlags) == len(r.AllowFlags) && o.Wrapper == r.Wrapper
+			if covers && (!same || j < i) {
+				ws = append(ws, Warning{
+					Path: fmt.Sprintf("commands.allow[%d]", i),
+					Msg:  fmt.Sprintf("has no effect: commands.allow[%d] already allows %s at least as widely", j, r.Run),
+				})
+				break
+			}
+		}
+	}
+	return ws
+}
+
+func subset(a, b []string) bool {
+	for _, s := range a {
+		if !contains(b, s) {
+			return false
+		}
+	}
+	return true
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -104,6 +104,36 @@ credentials:
 			},
 		},
 		{
+			name: "git-with-a-writable-dot-git-is-write-then-execute-and-with-writable-sources-is-not",
+			yaml: "commands:\n  allow: [{run: git, subcommands: [status]}]\npaths:\n  write: [/home/user/work/src, /home/user/work]\n",
+			want: []contracts.Warning{
+				{Path: "commands.allow[0]", Msg: "git reads /home/user/work/.git/config and runs its hooks, which paths.write[1] (/home/user/work) makes writable: the agent can set core.fsmonitor, core.pager or a hook and have even git status run it (write-then-execute); make only the source directories writable"},
+			},
+		},
+		{
+			name: "git-with-only-source-directories-writable-raises-nothing",
+			yaml: "commands:\n  allow: [{run: git, subcommands: [status]}]\npaths:\n  write: [/home/user/work/src, /home/user/work/.github]\n",
+			want: nil,
+		},
+		{
+			name: "writing-system-directories-or-the-home-directory-is-named",
+			yaml: "paths:\n  write: [/usr/local/bin, /etc, /home, /var/tmp, /home/user/work]\n",
+			want: []contracts.Warning{
+				{Path: "paths.write[0]", Msg: "/usr/local/bin overlaps /usr, which holds programs and libraries: the agent can replace an allowed program (write-then-execute)"},
+				{Path: "paths.write[1]", Msg: "/etc overlaps /etc, which holds configuration every program obeys (/etc/ld.so.preload loads code into all of them)"},
+				{Path: "paths.write[2]", Msg: "/home covers the home directory /home/user: the agent can write dotfiles (.bashrc, .gitconfig, .npmrc, pip.conf) that allowed programs read and obey"},
+			},
+		},
+		{
+			name: "a-rule-made-moot-by-a-wider-rule-for-the-same-program-is-named",
+			yaml: "commands:\n  allow: [{run: git, subcommands: [status]}, {run: git}, {run: ls}, {run: ls}, {run: go, subcommands: [test]}, {run: go, subcommands: [build]}]\n",
+			want: []contracts.Warning{
+				{Path: "commands.allow[4]", Msg: "go is allowed: it installs or runs package and project code (install scripts, build scripts, tests), which is arbitrary code; confinement rests on the sandbox alone"},
+				{Path: "commands.allow[0]", Msg: "has no effect: commands.allow[1] already allows git at least as widely"},
+				{Path: "commands.allow[3]", Msg: "has no effect: commands.allow[2] already allows ls at least as widely"},
+			},
+		},
+		{
 			name: "mac-without-approval-is-named",
 			yaml: "mac:\n  runner: {ssh: m@127.0.0.1:22, host_key: \"" + key + "\"}\n  approval: none\n  steps: {build: {argv: [make]}}\n",
 			want: []contracts.Warning{

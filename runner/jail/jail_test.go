@@ -1,10 +1,21 @@
 package jail
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"io"
+	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,11 +41,9 @@ type result struct {
 	status         ExitStatus
 }
 
-// run runs bash -c script in s and collects its output.
-func run(t *testing.T, s *Sandbox, script string) result {
+// collect reads a started process's output to the end and waits for it.
+func collect(t *testing.T, p *Process) result {
 	t.Helper()
-	p, err := s.Start(context.Background(), Cmd{Path: "/bin/bash", Args: []string{"-c", script}})
-	require.NoError(t, err)
 	var stderr []byte
 	errDone := make(chan struct{})
 	go func() { stderr, _ = io.ReadAll(p.Stderr()); close(errDone) }()
@@ -46,14 +55,530 @@ func run(t *testing.T, s *Sandbox, script string) result {
 	return result{string(stdout), string(stderr), st}
 }
 
+// run runs bash -c script in s and collects its output.
+func run(t *testing.T, s *Sandbox, script string) result {
+	t.Helper()
+	p, err := s.Start(context.Background(), Cmd{Path: "/bin/bash", Args: []string{"-c", script}})
+	require.NoError(t, err)
+	return collect(t, p)
+}
+
+func randomName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func TestCheckPassesHere(t *testing.T) {
+	require.NoError(t, Check(), "this machine supports unprivileged user namespaces")
+}
+
 func TestLoginShellRunsAsUnprivilegedUser(t *testing.T) {
 	s := newSandbox(t, Config{})
-	p, err := s.Start(context.Background(), Cmd{Path: "/bin/bash", Args: []string{"-l", "-c", "echo hi; id -u; id -un; echo $HOME; pwd"}})
+	p, err := s.Start(context.Background(), Cmd{Path: "/bin/bash", Args: []string{"-l", "-c", "echo hi; id -u; id -un; id -G; echo $HOME; pwd"}})
 	require.NoError(t, err)
-	out, err := io.ReadAll(p.Stdout())
+	r := collect(t, p)
+	assert.Equal(t, "hi\n1000\nuser\n1000\n/home/user\n/home/user\n", r.stdout)
+	assert.Equal(t, ExitStatus{Code: 0, Status: "exit status 0"}, r.status)
+}
+
+func TestCommandHasNoPrivileges(t *testing.T) {
+	s := newSandbox(t, Config{})
+	r := run(t, s, `grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status`)
+	assert.Equal(t, "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"+
+		"CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n", r.stdout)
+
+	t.Run("setuid-binaries-give-nothing", func(t *testing.T) {
+		su := ""
+		for _, p := range []string{"/usr/bin/su", "/bin/su", "/usr/bin/sudo", "/usr/bin/passwd"} {
+			if fi, err := os.Stat(p); err == nil && fi.Mode()&os.ModeSetuid != 0 {
+				su = p
+				break
+			}
+		}
+		if su == "" {
+			t.Skip("no setuid binary on this host to try")
+		}
+		r := run(t, s, su+" -c 'id -u' root </dev/null; echo rc=$?; id -u")
+		assert.NotContains(t, r.stdout, "\n0\n")
+		assert.True(t, strings.HasSuffix(r.stdout, "1000\n"), "the neighbour id -u still works: %q", r.stdout)
+	})
+}
+
+func TestHostFilesAreNotVisible(t *testing.T) {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" || home == "/" {
+		home = "/root"
+	}
+	wd, err := os.Getwd()
 	require.NoError(t, err)
+	secret := randomName("canary-")
+	var canaries []string
+	for _, dir := range []string{home, wd} {
+		p := filepath.Join(dir, randomName(".jail-canary-"))
+		if err := os.WriteFile(p, []byte(secret), 0o644); err != nil {
+			t.Logf("cannot place a canary in %s: %v", dir, err)
+			continue
+		}
+		t.Cleanup(func() { os.Remove(p) })
+		b, err := os.ReadFile(p)
+		require.NoError(t, err)
+		require.Equal(t, secret, string(b), "the canary is readable on the host")
+		canaries = append(canaries, p)
+	}
+	require.NotEmpty(t, canaries)
+
+	s := newSandbox(t, Config{})
+	require.NoError(t, os.WriteFile(filepath.Join(s.home, "mine.txt"), []byte("neighbour\n"), 0o644))
+	require.NoError(t, s.Chown(filepath.Join(s.home, "mine.txt")))
+	for _, c := range canaries {
+		t.Run("canary-"+filepath.Base(filepath.Dir(c))+"-is-unreadable", func(t *testing.T) {
+			r := run(t, s, fmt.Sprintf("cat %q; ls %q; grep -rl %q /etc /home /tmp /var 2>/dev/null | head -3", c, filepath.Dir(c), secret))
+			assert.NotContains(t, r.stdout, secret)
+			assert.NotEqual(t, 0, len(r.stderr), "cat reports the file missing")
+		})
+	}
+	t.Run("own-home-file-is-readable", func(t *testing.T) {
+		r := run(t, s, "cat /home/user/mine.txt")
+		assert.Equal(t, "neighbour\n", r.stdout)
+	})
+	t.Run("shadow-and-host-identity-are-absent", func(t *testing.T) {
+		r := run(t, s, "cat /etc/shadow /etc/machine-id /root/.bash_history 2>&1; ls /root /var/log 2>&1; hostname")
+		assert.Contains(t, r.stdout, "/etc/shadow: No such file or directory")
+		assert.Contains(t, r.stdout, "/etc/machine-id: No such file or directory")
+		assert.True(t, strings.HasSuffix(r.stdout, "sandbox\n"), r.stdout)
+	})
+	t.Run("init-root-and-environ-are-closed", func(t *testing.T) {
+		r := run(t, s, "ls /proc/1/root/ 2>&1; cat /proc/1/environ 2>&1; readlink /proc/1/exe 2>&1; cat /proc/self/environ | tr '\\0' '\\n' | grep ^HOME=")
+		assert.Contains(t, r.stdout, "Permission denied")
+		assert.NotContains(t, r.stdout, stageEnv)
+		assert.True(t, strings.HasSuffix(r.stdout, "HOME=/home/user\n"), "own environ is readable: %q", r.stdout)
+	})
+}
+
+func TestNetwork(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("hello from the host\n"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	dial := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && cat <&3", port)
+
+	t.Run("none-cannot-reach-a-host-listener", func(t *testing.T) {
+		s := newSandbox(t, Config{Network: NetworkNone})
+		r := run(t, s, dial)
+		assert.NotContains(t, r.stdout, "hello from the host")
+		assert.NotEqual(t, 0, r.status.Code)
+	})
+	t.Run("none-has-a-working-loopback-of-its-own", func(t *testing.T) {
+		s := newSandbox(t, Config{Network: NetworkNone})
+		r := run(t, s, `ip -o link 2>/dev/null | awk '{print $2}' | tr -d ':\n'; echo; cat /proc/net/dev | tail -n +3 | awk -F: '{print $1}' | tr -d ' ' | sort | tr '\n' ' '`)
+		assert.Equal(t, "lo ", strings.Split(r.stdout, "\n")[1], "only a loopback interface")
+	})
+	t.Run("host-reaches-the-allowed-neighbour", func(t *testing.T) {
+		s := newSandbox(t, Config{Network: NetworkHost})
+		r := run(t, s, dial)
+		assert.Equal(t, "hello from the host\n", r.stdout)
+	})
+}
+
+func TestHostProcessesAreInvisible(t *testing.T) {
+	s := newSandbox(t, Config{})
+	host := os.Getpid()
+	r := run(t, s, fmt.Sprintf("kill -0 %d 2>&1 && echo SIGNALLED; ls /proc | grep -c '^[0-9]'; kill -0 $$ && echo self-ok", host))
+	assert.NotContains(t, r.stdout, "SIGNALLED")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.GreaterOrEqual(t, len(lines), 2)
+	n, err := strconv.Atoi(lines[len(lines)-2])
+	require.NoError(t, err, r.stdout)
+	assert.LessOrEqual(t, n, 5, "only the jail's own few processes are in /proc")
+	assert.Equal(t, "self-ok", lines[len(lines)-1])
+}
+
+func TestWritesStayInTheWritableAreas(t *testing.T) {
+	s := newSandbox(t, Config{})
+	for _, p := range []string{"/usr/x", "/etc/x", "/x", "/bin/x", "/dev/x", "/proc/x", "/etc/passwd"} {
+		t.Run("writing-"+strings.ReplaceAll(strings.Trim(p, "/"), "/", "-")+"-fails", func(t *testing.T) {
+			r := run(t, s, fmt.Sprintf("echo owned >> %s", p))
+			assert.NotEqual(t, 0, r.status.Code, "write to %s must fail", p)
+		})
+	}
+	r := run(t, s, "cat /etc/passwd | grep -c owned")
+	assert.Equal(t, "0\n", r.stdout)
+
+	t.Run("home-and-tmp-are-writable-and-land-in-dir", func(t *testing.T) {
+		r := run(t, s, "echo h > /home/user/x && mkdir -p /home/user/a/b && echo t > /tmp/y && echo ok")
+		require.Equal(t, "ok\n", r.stdout, r.stderr)
+		b, err := os.ReadFile(filepath.Join(s.dir, "home", "x"))
+		require.NoError(t, err)
+		assert.Equal(t, "h\n", string(b))
+		b, err = os.ReadFile(filepath.Join(s.dir, "tmp", "y"))
+		require.NoError(t, err)
+		assert.Equal(t, "t\n", string(b))
+	})
+	t.Run("file-size-limit-stops-a-huge-file", func(t *testing.T) {
+		s := newSandbox(t, Config{Limits: Limits{FileBytes: 1 << 20}})
+		r := run(t, s, "head -c 2M /dev/zero > /home/user/big; echo rc=$?; stat -c %s /home/user/big; head -c 512K /dev/zero > /home/user/small && echo small-ok")
+		assert.NotContains(t, r.stdout, "rc=0")
+		assert.Contains(t, r.stdout, "1048576\n")
+		assert.Contains(t, r.stdout, "small-ok")
+	})
+}
+
+func TestFileAccessDoesNotFollowSymlinksOut(t *testing.T) {
+	s := newSandbox(t, Config{})
+	r := run(t, s, "ln -s / /home/user/esc && ln -s /etc/passwd /home/user/pw && mkdir /home/user/d && echo fine > /home/user/d/f && echo ok")
+	require.Equal(t, "ok\n", r.stdout, r.stderr)
+
+	for _, p := range []string{"/home/user/esc/etc/hostname", "/home/user/esc/root", "/home/user/pw"} {
+		t.Run("root-refuses-"+filepath.Base(p), func(t *testing.T) {
+			root, rel, err := s.Root(p)
+			require.NoError(t, err)
+			defer root.Close()
+			_, err = root.ReadFile(rel)
+			assert.Error(t, err)
+			_, err = root.Stat(rel)
+			assert.Error(t, err)
+		})
+		t.Run("host-path-refuses-"+filepath.Base(p), func(t *testing.T) {
+			_, _, err := s.HostPath(p)
+			assert.ErrorContains(t, err, "symlink")
+		})
+	}
+	t.Run("root-writes-through-a-symlink-fail", func(t *testing.T) {
+		root, rel, err := s.Root("/home/user/esc/tmp/planted")
+		require.NoError(t, err)
+		defer root.Close()
+		assert.Error(t, root.WriteFile(rel, []byte("x"), 0o644))
+		_, err = os.Stat("/tmp/planted")
+		assert.ErrorIs(t, err, os.ErrNotExist)
+	})
+	t.Run("neighbour-regular-file-is-served", func(t *testing.T) {
+		root, rel, err := s.Root("/home/user/d/../d/f")
+		require.NoError(t, err)
+		defer root.Close()
+		b, err := root.ReadFile(rel)
+		require.NoError(t, err)
+		assert.Equal(t, "fine\n", string(b))
+		hp, writable, err := s.HostPath("/home/user/d/f")
+		require.NoError(t, err)
+		assert.True(t, writable)
+		assert.Equal(t, filepath.Join(s.dir, "home", "d", "f"), hp)
+	})
+	t.Run("paths-outside-the-areas-are-refused", func(t *testing.T) {
+		for _, p := range []string{"/etc/passwd", "/home/user2/x", "/home/user/../../etc/passwd", "relative", "/tmpx"} {
+			_, _, err := s.HostPath(p)
+			assert.Error(t, err, p)
+			_, _, err = s.Root(p)
+			assert.Error(t, err, p)
+		}
+	})
+}
+
+// jailPids lists host pids whose pid namespace is the one of the jail's init
+// with host pid initPid, identified by nsID.
+func jailPids(t *testing.T, nsID string) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); err == nil && l == nsID {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond for up to 10s; the checks around it are not timing
+// assertions, only a bound on how long a broken jail can hang the test.
+func waitFor(cond func() bool) bool {
+	for i := 0; i < 1000; i++ {
+		if cond() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
+}
+
+func TestProcessTreesDie(t *testing.T) {
+	cases := []struct {
+		name   string
+		script string
+		min    int // processes that must be running before the kill
+		end    func(*Sandbox, *Process) error
+	}{
+		{"sleeping-grandchild-dies-on-signal-kill", "sleep 1000 & sleep 1000 & setsid sleep 1000 & echo started; wait", 4,
+			func(_ *Sandbox, p *Process) error { return p.Signal(syscall.SIGKILL) }},
+		{"sleeping-grandchild-dies-on-close", "(setsid nohup sleep 1000 >/dev/null 2>&1 &) ; sleep 1000 & echo started; wait", 3,
+			func(s *Sandbox, _ *Process) error { return s.Close() }},
+		{"fork-bomb-dies-on-signal-kill", "echo started; :(){ :|:& };:; sleep 1000", 20,
+			func(_ *Sandbox, p *Process) error { return p.Signal(syscall.SIGKILL) }},
+		{"fork-bomb-dies-on-close", "echo started; :(){ :|:& };:; sleep 1000", 20,
+			func(s *Sandbox, _ *Process) error { return s.Close() }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSandbox(t, Config{Limits: Limits{Processes: 48}})
+			p, err := s.Start(context.Background(), Cmd{Path: "/bin/bash", Args: []string{"-c", tc.script}})
+			require.NoError(t, err)
+			nsID, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p.Pid()))
+			require.NoError(t, err)
+			line := make([]byte, 8)
+			_, err = io.ReadFull(p.Stdout(), line)
+			require.NoError(t, err)
+			require.Equal(t, "started\n", string(line))
+			require.True(t, waitFor(func() bool { return len(jailPids(t, nsID)) >= tc.min }),
+				"the attack is running: %d processes", len(jailPids(t, nsID)))
+
+			require.NoError(t, tc.end(s, p))
+			done := make(chan struct{})
+			go func() { _, _ = io.Copy(io.Discard, p.Stdout()); close(done) }()
+			select {
+			case <-done: // stdout reached EOF: no survivor holds the pipe
+			case <-time.After(20 * time.Second):
+				t.Fatal("stdout still open after the kill")
+			}
+			st, err := p.Wait()
+			require.NoError(t, err)
+			assert.True(t, st.Signaled)
+			assert.Equal(t, "signal: killed", st.Status)
+			assert.Empty(t, jailPids(t, nsID), "nothing of the tree survives")
+		})
+	}
+	t.Run("neighbour-command-still-runs-after-a-kill", func(t *testing.T) {
+		s := newSandbox(t, Config{})
+		p, err := s.Start(context.Background(), Cmd{Path: "/bin/sleep", Args: []string{"1000"}})
+		require.NoError(t, err)
+		require.NoError(t, p.Signal(syscall.SIGKILL))
+		_, err = p.Wait()
+		require.NoError(t, err)
+		assert.Equal(t, "alive\n", run(t, s, "echo alive").stdout)
+	})
+}
+
+func TestBackgroundProcessesEndWithTheirCommand(t *testing.T) {
+	s := newSandbox(t, Config{})
+	p, err := s.Start(context.Background(), Cmd{Path: "/bin/bash", Args: []string{"-c", "sleep 1000 & echo $!"}})
+	require.NoError(t, err)
+	nsID, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p.Pid()))
+	require.NoError(t, err)
+	r := collect(t, p) // returns: the backgrounded sleep does not hold stdout open
+	assert.Equal(t, 0, r.status.Code)
+	assert.Empty(t, jailPids(t, nsID))
+}
+
+func TestSignalReachesTheWholeTree(t *testing.T) {
+	s := newSandbox(t, Config{})
+	p, err := s.Start(context.Background(), Cmd{Path: "/bin/bash", Args: []string{"-c",
+		"trap 'wait $c; echo parent-got-term; exit 7' TERM; (trap 'echo child-got-term; exit 0' TERM; echo ready; sleep 1000 & wait) & c=$!; wait"}})
+	require.NoError(t, err)
+	line := make([]byte, 6)
+	_, err = io.ReadFull(p.Stdout(), line)
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", string(line))
+	require.NoError(t, p.Signal(syscall.SIGTERM))
+	r := collect(t, p)
+	assert.Contains(t, r.stdout, "parent-got-term")
+	assert.Contains(t, r.stdout, "child-got-term")
+	assert.Equal(t, ExitStatus{Code: 7, Status: "exit status 7"}, r.status)
+}
+
+func TestExitStatus(t *testing.T) {
+	s := newSandbox(t, Config{})
+	cases := []struct {
+		name   string
+		script string
+		want   ExitStatus
+	}{
+		{"zero-exit", "true", ExitStatus{Code: 0, Status: "exit status 0"}},
+		{"exit-code-three", "exit 3", ExitStatus{Code: 3, Status: "exit status 3"}},
+		{"killed-by-sigterm", "kill -TERM $$", ExitStatus{Code: -1, Signaled: true, Signal: "terminated", Status: "signal: terminated"}},
+		{"killed-by-sigkill", "kill -KILL $$", ExitStatus{Code: -1, Signaled: true, Signal: "killed", Status: "signal: killed"}},
+		{"command-not-found", "no-such-command-here", ExitStatus{Code: 127, Status: "exit status 127"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, run(t, s, tc.script).status)
+		})
+	}
+	t.Run("missing-program-is-a-start-error", func(t *testing.T) {
+		_, err := s.Start(context.Background(), Cmd{Path: "/usr/bin/no-such-program"})
+		assert.ErrorContains(t, err, "no-such-program")
+		_, err = s.Start(context.Background(), Cmd{Path: "no-such-program"})
+		assert.ErrorContains(t, err, "not found in $PATH")
+		_, err = s.Start(context.Background(), Cmd{Path: "echo", Dir: "/nope"})
+		assert.ErrorContains(t, err, "/nope")
+	})
+	t.Run("path-lookup-args-env-dir-and-stdin", func(t *testing.T) {
+		p, err := s.Start(context.Background(), Cmd{Path: "bash", Args: []string{"-c", `echo "$1 $FOO $(pwd)"; cat`, "argv0", "one"},
+			Env: []string{"FOO=bar"}, Dir: "/tmp", Stdin: true})
+		require.NoError(t, err)
+		_, err = p.Stdin().Write([]byte("from stdin\n"))
+		require.NoError(t, err)
+		require.NoError(t, p.Stdin().Close())
+		r := collect(t, p)
+		assert.Equal(t, "one bar /tmp\nfrom stdin\n", r.stdout)
+	})
+}
+
+func TestLargeOutputArrivesWhole(t *testing.T) {
+	s := newSandbox(t, Config{})
+	const size = 50 << 20
+	p, err := s.Start(context.Background(), Cmd{Path: "/usr/bin/head", Args: []string{"-c", strconv.Itoa(size), "/dev/urandom"}})
+	require.NoError(t, err)
+	n, err := io.Copy(io.Discard, p.Stdout())
+	require.NoError(t, err)
+	assert.Equal(t, int64(size), n)
 	st, err := p.Wait()
 	require.NoError(t, err)
-	assert.Equal(t, "hi\n1000\nuser\n/home/user\n/home/user\n", string(out))
-	assert.Equal(t, ExitStatus{Code: 0, Status: "exit status 0"}, st)
+	assert.Equal(t, 0, st.Code)
+}
+
+func TestMemoryLimit(t *testing.T) {
+	s := newSandbox(t, Config{Limits: Limits{MemoryBytes: 64 << 20}})
+	t.Run("allocating-past-the-limit-fails", func(t *testing.T) {
+		// tail keeps a line without newline whole in memory.
+		r := run(t, s, "head -c 512M /dev/zero | tail -n 1 | wc -c")
+		assert.NotEqual(t, "536870912\n", r.stdout, "tail must not hold 512 MiB under a 64 MiB limit")
+	})
+	t.Run("allocating-under-the-limit-works", func(t *testing.T) {
+		r := run(t, s, "head -c 8M /dev/zero | tail -n 1 | wc -c")
+		assert.Equal(t, "8388608\n", r.stdout, r.stderr)
+	})
+}
+
+func TestProcessLimit(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/perl"); err != nil {
+		t.Skip("needs /usr/bin/perl for a fork loop that reports how far it got")
+	}
+	s := newSandbox(t, Config{Limits: Limits{Processes: 32}})
+	// Fork children that sleep until the limit stops us; print how many.
+	r := run(t, s, `perl -e 'my $n = 0; while ($n < 500) { my $p = fork(); last unless defined $p; if ($p == 0) { sleep 30; exit 0 } $n++ } print "$n\n"; kill "KILL", -$$' ; true`)
+	n, err := strconv.Atoi(strings.TrimSpace(r.stdout))
+	require.NoError(t, err, "stdout %q stderr %q", r.stdout, r.stderr)
+	assert.Less(t, n, 32, "the fork loop is stopped at the limit")
+	assert.Greater(t, n, 5, "forking under the limit works")
+}
+
+func TestPauseAndResume(t *testing.T) {
+	s := newSandbox(t, Config{})
+	p, err := s.Start(context.Background(), Cmd{Path: "/bin/bash", Args: []string{"-c", "i=0; while read l; do i=$((i+1)); echo $i; done"}, Stdin: true})
+	require.NoError(t, err)
+	out := make([]byte, 2)
+	_, err = p.Stdin().Write([]byte("a\n"))
+	require.NoError(t, err)
+	_, err = io.ReadFull(p.Stdout(), out)
+	require.NoError(t, err)
+	assert.Equal(t, "1\n", string(out))
+
+	require.NoError(t, s.Pause())
+	_, err = s.Start(context.Background(), Cmd{Path: "/bin/true"})
+	assert.ErrorContains(t, err, "paused")
+	_, err = p.Stdin().Write([]byte("b\n"))
+	require.NoError(t, err)
+	got := make(chan string, 1)
+	go func() {
+		b := make([]byte, 2)
+		_, _ = io.ReadFull(p.Stdout(), b)
+		got <- string(b)
+	}()
+	select {
+	case g := <-got:
+		t.Fatalf("a paused sandbox answered %q", g)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, s.Resume())
+	assert.Equal(t, "2\n", <-got, "the resumed sandbox answers")
+	require.NoError(t, p.Stdin().Close())
+	_, err = p.Wait()
+	require.NoError(t, err)
+}
+
+func TestCloseIsIdempotentAndRemovesDir(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Skipf("isolation unavailable here: %v", err)
+	}
+	dir := filepath.Join(t.TempDir(), "sb")
+	s, err := New(context.Background(), Config{Dir: dir})
+	require.NoError(t, err)
+	r := run(t, s, "mkdir -p /home/user/locked/in && touch /home/user/locked/in/f && chmod 000 /home/user/locked/in /home/user/locked && echo ok")
+	require.Equal(t, "ok\n", r.stdout)
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close())
+	_, err = os.Stat(dir)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	_, err = s.Start(context.Background(), Cmd{Path: "/bin/true"})
+	assert.ErrorContains(t, err, "closed")
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	_, err := New(context.Background(), Config{})
+	assert.ErrorContains(t, err, "Dir is required")
+	_, err = New(context.Background(), Config{Dir: t.TempDir(), Network: Network(7)})
+	assert.ErrorContains(t, err, "unknown network")
+	f := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(f, nil, 0o600))
+	_, err = New(context.Background(), Config{Dir: f})
+	assert.Error(t, err)
+}
+
+// TestUnprivilegedServer re-runs this test binary as an ordinary user
+// (uid 65534) when the tests run as root, so the jail is proven on the
+// unprivileged path too (nested user namespaces, rlimits instead of cgroups).
+func TestUnprivilegedServer(t *testing.T) {
+	if os.Getenv("JAIL_TEST_UNPRIVILEGED") != "" {
+		t.Skip("already the unprivileged run")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("not root: this run is the unprivileged one")
+	}
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	const uid = 65534
+	base, err := os.MkdirTemp("", "jail-unpriv-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	require.NoError(t, os.Chmod(base, 0o755))
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	bin := filepath.Join(base, "jail.test")
+	data, err := os.ReadFile(exe)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	for _, d := range []string{"home", "work", "tmp"} {
+		require.NoError(t, os.Mkdir(filepath.Join(base, d), 0o700))
+		require.NoError(t, os.Chown(filepath.Join(base, d), uid, uid))
+	}
+	run := os.Getenv("JAIL_TEST_RUN")
+	if run == "" {
+		run = "."
+	}
+	cmd := exec.Command(bin, "-test.run", run, "-test.skip", "TestUnprivilegedServer|Benchmark", "-test.count=1")
+	cmd.Dir = filepath.Join(base, "work")
+	cmd.Env = []string{"JAIL_TEST_UNPRIVILEGED=1", "HOME=" + filepath.Join(base, "home"), "TMPDIR=" + filepath.Join(base, "tmp"), "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	if strings.Contains(out.String(), "isolation unavailable here") && !strings.Contains(out.String(), "--- FAIL") {
+		t.Skipf("unprivileged user namespaces are not available to uid %d: %s", uid, out.String())
+	}
+	require.NoError(t, err, "unprivileged run:\n%s", out.String())
+	t.Logf("unprivileged run as uid %d passed:\n%s", uid, out.String())
 }

@@ -53,10 +53,13 @@ func (s *Sandbox) Start(ctx context.Context, c Cmd) (*Process, error) {
 		return nil, errors.New("jail: start: Cmd.Path is empty")
 	}
 	s.mu.Lock()
-	closed := s.closed
+	closed, paused := s.closed, s.paused
 	s.mu.Unlock()
 	if closed {
 		return nil, errors.New("jail: start: sandbox is closed")
+	}
+	if paused {
+		return nil, errors.New("jail: start: sandbox is paused; Resume it first")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -143,9 +146,9 @@ func (s *Sandbox) spawn(ctx context.Context, cfg initConfig, wantStdin bool) (p 
 		return nil, err
 	}
 	closers = append(closers, stR, stW)
-	ctlR, ctlW, err := pipe()
+	ctlR, ctlW, err := socketPair()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("jail: start: %w", err)
 	}
 	closers, parentEnds = append(closers, ctlR), append(parentEnds, ctlW)
 	// The jail's init starts with Dir as its working directory and binds
@@ -368,11 +371,31 @@ func (p *Process) forward(sig syscall.Signal) error {
 	}
 	var b [4]byte
 	binary.LittleEndian.PutUint32(b[:], uint32(sig))
-	_ = p.ctl.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = p.ctl.SetDeadline(time.Now().Add(2 * time.Second))
 	if _, err := p.ctl.Write(b[:]); err != nil {
 		return fmt.Errorf("jail: signal: %w", err)
 	}
+	// The init answers once kill(2) has returned: the signal is delivered
+	// when Signal returns.
+	if _, err := io.ReadFull(p.ctl, b[:1]); err != nil {
+		return fmt.Errorf("jail: signal: no answer from the jail's init: %w", err)
+	}
 	return nil
+}
+
+// socketPair returns two connected unix stream sockets: the init's end
+// (blocking, inherited) and the server's (non-blocking, with deadlines).
+func socketPair() (child, parent *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := unix.SetNonblock(fds[1], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "jail-control"), os.NewFile(uintptr(fds[1]), "jail-control"), nil
 }
 
 // Wait waits for the command to end and returns how it ended. The error is

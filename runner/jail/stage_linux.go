@@ -1,7 +1,6 @@
 package jail
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -160,41 +159,43 @@ func runInit() {
 	os.Exit(0)
 }
 
-// reapAll reaps children until child exits, then kills everything left in
-// the pid namespace and reaps that too. It returns child's wait status.
+// reapAll reaps children (the command and the orphans it leaves to pid 1)
+// until the command exits, then kills everything left in the pid namespace.
+// It returns the command's wait status. Whatever a fork bomb creates after
+// the kill dies with init: the kernel kills a pid namespace's processes
+// when its init exits.
 func reapAll(child int) syscall.WaitStatus {
-	var childStatus syscall.WaitStatus
-	childDone := false
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, 0, nil)
 		if err == syscall.EINTR {
 			continue
 		}
-		if err != nil { // ECHILD: nothing left
-			return childStatus
+		if err != nil { // ECHILD: cannot happen while the command lives
+			return ws
 		}
-		if pid == child {
-			childStatus, childDone = ws, true
-			// The command is over; so is everything it left behind.
+		if pid == child && (ws.Exited() || ws.Signaled()) {
 			_ = syscall.Kill(-1, syscall.SIGKILL)
+			return ws
 		}
-		_ = childDone
 	}
 }
 
 // forwardSignals sends each signal number read from ctl to every process in
-// the pid namespace (kill(-1) from pid 1 spares only pid 1).
+// the pid namespace (kill(-1) from pid 1 spares only pid 1) and answers
+// with one byte when it has.
 func forwardSignals(ctl *os.File) {
-	r := bufio.NewReader(ctl)
 	var b [4]byte
 	for {
-		if _, err := io.ReadFull(r, b[:]); err != nil {
+		if _, err := io.ReadFull(ctl, b[:]); err != nil {
 			return
 		}
 		sig := syscall.Signal(binary.LittleEndian.Uint32(b[:]))
 		if sig > 0 && sig < 65 {
 			_ = syscall.Kill(-1, sig)
+		}
+		if _, err := ctl.Write([]byte{1}); err != nil {
+			return
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -449,4 +450,44 @@ func FuzzErrorParsing(f *testing.F) {
 			t.Fatalf("message of %d bytes from body %q", len(msg), body)
 		}
 	})
+}
+
+func TestRunSendsEnvdHeaders(t *testing.T) {
+	tests := []struct {
+		name        string
+		protoJSON   bool
+		user        string
+		contentType string
+		authUser    string
+	}{
+		{"binary-run-as-the-default-user", false, "", "application/connect+proto", "Basic dXNlcjo="},
+		{"json-run-as-root", true, "root", "application/connect+json", "Basic cm9vdDo="},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rp, c, _ := newReplay(t, map[string][]recorded{
+				"POST /sandboxes":             {{status: 201, body: createdBody}},
+				"POST /process.Process/Start": {{status: 502, body: `{"code":502,"message":"The sandbox was not found"}`}},
+				"GET /health":                 {{status: 502, body: `{"code":502,"message":"The sandbox was not found"}`}},
+			})
+			c.protoJSON = tt.protoJSON
+			sb, err := c.Create(context.Background(), CreateParams{Timeout: time.Minute})
+			require.NoError(t, err)
+			_, err = sb.Run(context.Background(), RunParams{Command: "true", User: tt.user, Timeout: 42 * time.Second}, nil, nil)
+			require.ErrorIs(t, err, ErrSandboxGone)
+
+			rp.mu.Lock()
+			defer rp.mu.Unlock()
+			start := rp.requests[1]
+			assert.Equal(t, "/process.Process/Start", start.URL.Path)
+			assert.Equal(t, tt.contentType, start.Header.Get("Content-Type"))
+			assert.Equal(t, tt.authUser, start.Header.Get("Authorization"))
+			assert.Equal(t, "50", start.Header.Get("Keepalive-Ping-Interval"))
+			assert.Equal(t, fakeToken, start.Header.Get("X-Access-Token"))
+			ms, err := strconv.Atoi(start.Header.Get("Connect-Timeout-Ms"))
+			require.NoError(t, err, "the command timeout must travel as Connect-Timeout-Ms")
+			assert.True(t, ms > 40_000 && ms <= 42_000, "Connect-Timeout-Ms %d for a 42s timeout", ms)
+			assert.Equal(t, "HTTP/1.1", start.Proto)
+		})
+	}
 }

@@ -81,6 +81,10 @@ func TestParseDefaultsFollowTheFile(t *testing.T) {
 			assert.Equal(t, contracts.ByteSize(1<<30), c.Limits.ArtifactBytes)
 			assert.Equal(t, contracts.ByteSize(4096), c.Limits.MemoryBytes)
 		}},
+		{"a-date-like-revision-stays-text", "task: {id: t-1, source: {revision: 2024-01-31}}\n", func(t *testing.T, c *contracts.Contract) {
+			require.NotNil(t, c.Task.Source)
+			assert.Equal(t, "2024-01-31", c.Task.Source.Revision)
+		}},
 		{"an-empty-source-is-dropped", "task: {id: t-1, source: {}}\n", func(t *testing.T, c *contracts.Contract) {
 			assert.Nil(t, c.Task.Source)
 		}},
@@ -162,6 +166,22 @@ limits: {output_bytes: 10XB, processes: -1}
 				`task.yaml:3:12: commands.allow: must be a list, got a mapping`,
 				`task.yaml:4:9: paths.read: must be a list, got "/home"`,
 				`task.yaml:5:11: network.egress: must be one of none, allowlist, open; got a list`,
+			},
+		},
+		{
+			name: "an-unquoted-number-where-text-belongs-says-to-quote-it",
+			yaml: "version: 1\ntask: {id: 1842, owner: true}\ncommands: {allow: [{run: 7z}, {run: 42}]}\n",
+			want: []string{
+				`task.yaml:2:8: task.id: must be a task id: letters, digits, '.', '_' and '-', starting with a letter or digit, at most 128 characters, got 1842 (to mean the text, quote it: "1842")`,
+				`task.yaml:2:18: task.owner: must be a string, got true (to mean the text, quote it: "true")`,
+				`task.yaml:3:32: commands.allow[1].run: must be a program name, got 42 (to mean the text, quote it: "42")`,
+			},
+		},
+		{
+			name: "long-values-are-shortened-in-messages",
+			yaml: "version: 1\ntask: {id: t}\nsandbox: {template: \"" + strings.Repeat("é", 100) + "\"}\n",
+			want: []string{
+				`task.yaml:3:11: sandbox.template: must be a template name: letters, digits, '.', '_', ':', '/' and '-', at most 128 characters, got "` + strings.Repeat("é", 77) + `..."`,
 			},
 		},
 		{

@@ -19,8 +19,8 @@ import (
 //go:embed schema.json
 var schemaJSON []byte
 
-// SchemaURL is the $id of the contract schema.
-const SchemaURL = "https://github.com/sandbox-mcp/sandbox-mcp/contracts/schema.json"
+// schemaURL is the $id of the contract schema.
+const schemaURL = "https://github.com/sandbox-mcp/sandbox-mcp/contracts/schema.json"
 
 // Schema returns the contract's JSON Schema (draft 2020-12), the definition
 // of every key a contract file may hold.
@@ -46,10 +46,10 @@ var compiled = sync.OnceValues(func() (*compiledSchema, error) {
 		_, err := ParseByteSize(s)
 		return err == nil
 	}
-	if err := c.AddResource(SchemaURL, bytes.NewReader(schemaJSON)); err != nil {
+	if err := c.AddResource(schemaURL, bytes.NewReader(schemaJSON)); err != nil {
 		return nil, fmt.Errorf("contracts: load schema: %w", err)
 	}
-	s, err := c.Compile(SchemaURL)
+	s, err := c.Compile(schemaURL)
 	if err != nil {
 		return nil, fmt.Errorf("contracts: compile schema: %w", err)
 	}
@@ -118,8 +118,16 @@ func (d *doc) schemaError(cs *compiledSchema, e *jsonschema.ValidationError) {
 		// The instance is the key itself.
 		value = unescapePtr(ptr[strings.LastIndexByte(ptr, '/')+1:])
 	}
+	hint := ""
+	if keyword == "type" && strings.Contains(fmt.Sprint(sch["type"]), "string") && sch["format"] != "sandbox-duration" {
+		switch value.(type) {
+		case json.Number, bool:
+			// YAML read an unquoted 1842 or true as a number or boolean.
+			hint = fmt.Sprintf(" (to mean the text, quote it: \"%v\")", value)
+		}
+	}
 	if custom, ok := sch["errorMessage"].(string); ok && keyword != "required" && keyword != "additionalProperties" {
-		d.errAt(l.pos, l.path, "%s, got %s", custom, describe(value))
+		d.errAt(l.pos, l.path, "%s, got %s%s", custom, describe(value), hint)
 		return
 	}
 	switch keyword {
@@ -154,7 +162,7 @@ func (d *doc) schemaError(cs *compiledSchema, e *jsonschema.ValidationError) {
 			}
 		}
 	case "type":
-		d.errAt(l.pos, l.path, "must be %s, got %s", typeNames(sch["type"]), describe(value))
+		d.errAt(l.pos, l.path, "must be %s, got %s%s", typeNames(sch["type"]), describe(value), hint)
 	case "enum":
 		vals, _ := sch["enum"].([]any)
 		names := make([]string, len(vals))
@@ -243,8 +251,8 @@ func describe(v any) string {
 	case nil:
 		return "null"
 	case string:
-		if len(t) > 80 {
-			t = t[:77] + "..."
+		if r := []rune(t); len(r) > 80 {
+			t = string(r[:77]) + "..."
 		}
 		return strconv.Quote(t)
 	case map[string]any:

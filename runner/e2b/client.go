@@ -501,9 +501,12 @@ func timeoutSeconds(d time.Duration) (int32, error) {
 	return int32(secs), nil
 }
 
-// checkID refuses ids that could change the request path.
+// checkID refuses ids that are not plain identifiers: an id lands in URL
+// paths and, for E2B's cloud, in a host name.
 func checkID(op, id string) error {
-	if id == "" || len(id) > 128 || strings.ContainsAny(id, "/?#%\\ \t\r\n") {
+	if id == "" || len(id) > 128 || strings.IndexFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+	}) >= 0 {
 		shown := id
 		if len(shown) > 40 {
 			shown = shown[:40] + "…"

@@ -23,6 +23,10 @@ func FuzzParseContract(f *testing.F) {
 			name = "f.json"
 		}
 		c, w, err := contracts.Parse(name, data)
+		_, _, err2 := contracts.Parse(name, data)
+		if (err == nil) != (err2 == nil) || err != nil && err.Error() != err2.Error() {
+			t.Fatalf("two parses of one input disagree:\n%v\n---\n%v", err, err2)
+		}
 		if err != nil {
 			var errs contracts.Errors
 			if !errors.As(err, &errs) || len(errs) == 0 {

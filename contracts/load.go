@@ -58,14 +58,21 @@ func Parse(name string, data []byte) (*Contract, []Warning, error) {
 	return c, lint(c), nil
 }
 
-// sortedErrs returns the errors in file order without repeats.
+// sortedErrs returns the errors in file order without repeats. Errors at
+// one position are ordered by path and message, so that the output never
+// depends on the order in which the validator visited them.
 func (d *doc) sortedErrs() Errors {
 	sort.SliceStable(d.errs, func(i, j int) bool {
 		a, b := d.errs[i], d.errs[j]
-		if a.Line != b.Line {
+		switch {
+		case a.Line != b.Line:
 			return a.Line < b.Line
+		case a.Col != b.Col:
+			return a.Col < b.Col
+		case a.Path != b.Path:
+			return a.Path < b.Path
 		}
-		return a.Col < b.Col
+		return a.Msg < b.Msg
 	})
 	out := d.errs[:0]
 	seen := map[FieldError]bool{}

@@ -153,10 +153,8 @@ limits: {output_bytes: 10XB, processes: -1}
 			name: "missing-required-keys-are-named",
 			yaml: "sandbox: {}\ncredentials:\n  - name: TOKEN\n",
 			want: []string{
-				`task.yaml:1:1: missing required key "version"`,
-				`task.yaml:1:1: missing required key "task"`,
-				`task.yaml:3:5: credentials[0]: missing required key "from"`,
-				`task.yaml:3:5: credentials[0]: missing required key "grant"`,
+				`task.yaml:1:1: missing required keys "version", "task"`,
+				`task.yaml:3:5: credentials[0]: missing required keys "from", "grant"`,
 			},
 		},
 		{
@@ -288,8 +286,8 @@ credentials:
 			want: []string{
 				`task.yaml:8:4: credentials[0].name: TOKEN is also in commands.env.pass; the agent could replace the credential with its own value`,
 				`task.yaml:8:63: credentials[0].grant[0].subcommands[0]: git push is not allowed by commands.allow (allowed: fetch, status)`,
-				`task.yaml:9:4: credentials[1].name: duplicate credential name TOKEN (also credentials[0])`,
 				`task.yaml:9:4: credentials[1].name: TOKEN is also in commands.env.pass; the agent could replace the credential with its own value`,
+				`task.yaml:9:4: credentials[1].name: duplicate credential name TOKEN (also credentials[0])`,
 				`task.yaml:9:17: credentials[1].from: must be a clean absolute path; did you mean "file:/secret"?`,
 				`task.yaml:9:55: credentials[1].grant[0].run: curl is not in commands.allow; TOKEN can be granted only to an allowed program`,
 			},

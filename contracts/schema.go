@@ -155,11 +155,17 @@ func (d *doc) schemaError(cs *compiledSchema, e *jsonschema.ValidationError) {
 	case "required":
 		obj, _ := value.(map[string]any)
 		req, _ := sch["required"].([]any)
+		var missing []string
 		for _, r := range req {
 			k, _ := r.(string)
 			if _, ok := obj[k]; !ok {
-				d.errAt(l.pos, l.path, "missing required key %q", k)
+				missing = append(missing, strconv.Quote(k))
 			}
+		}
+		if len(missing) == 1 {
+			d.errAt(l.pos, l.path, "missing required key %s", missing[0])
+		} else {
+			d.errAt(l.pos, l.path, "missing required keys %s", strings.Join(missing, ", "))
 		}
 	case "type":
 		d.errAt(l.pos, l.path, "must be %s, got %s%s", typeNames(sch["type"]), describe(value), hint)

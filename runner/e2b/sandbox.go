@@ -78,6 +78,9 @@ func (c *Client) newSandbox(op string, s api.Sandbox) (*Sandbox, error) {
 		*sb.token = Secret(*s.EnvdAccessToken)
 	}
 	sb.Domain = c.domainFor(s.Domain)
+	if sb.Domain == "" || strings.ContainsAny(sb.Domain, "/@?#\\:% \t\r\n") {
+		return nil, &Error{Op: op, SandboxID: s.SandboxID, Kind: ErrInvalidArgument, Message: fmt.Sprintf("server gave a malformed sandbox domain %q", truncate(sb.Domain))}
+	}
 	if c.sandboxURL != "" {
 		sb.envdURL = c.sandboxURL
 	} else {

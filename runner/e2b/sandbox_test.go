@@ -37,5 +37,7 @@ func TestEnvdURL(t *testing.T) {
 		require.NoError(t, err)
 		_, err = c.newSandbox("test", api.Sandbox{SandboxID: "x@evil.com"})
 		require.ErrorIs(t, err, ErrInvalidArgument)
+		_, err = c.newSandbox("test", api.Sandbox{SandboxID: fakeID, Domain: ptr("evil.com/x?")})
+		require.ErrorIs(t, err, ErrInvalidArgument)
 	})
 }

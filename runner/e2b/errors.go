@@ -85,6 +85,9 @@ func (e *Error) Error() string {
 	b.WriteString("e2b: ")
 	b.WriteString(e.Op)
 	if e.SandboxID != "" {
+		if !strings.HasSuffix(e.Op, "sandbox") {
+			b.WriteString(" in sandbox")
+		}
 		b.WriteString(" ")
 		b.WriteString(e.SandboxID)
 	}

@@ -253,7 +253,7 @@ func TestEnvdErrorsAreTyped(t *testing.T) {
 		}})
 		err := sb.WriteFile(context.Background(), "/home/user/big.bin", strings.NewReader("data"))
 		require.ErrorIs(t, err, ErrDiskFull)
-		assert.Contains(t, err.Error(), "e2b: write file /home/user/big.bin "+fakeID+": ")
+		assert.Contains(t, err.Error(), "e2b: write file /home/user/big.bin in sandbox "+fakeID+": ")
 		assert.Contains(t, err.Error(), "not enough disk space")
 	})
 	t.Run("download-through-a-proxy-that-lost-the-sandbox-is-gone", func(t *testing.T) {
@@ -266,7 +266,7 @@ func TestEnvdErrorsAreTyped(t *testing.T) {
 		_, sb := sandboxOnReplay(t, map[string][]recorded{"POST /filesystem.Filesystem/Stat": {proxyGone}})
 		_, err := sb.Stat(context.Background(), "/home/user")
 		require.ErrorIs(t, err, ErrSandboxGone)
-		assert.Contains(t, err.Error(), "e2b: stat /home/user "+fakeID+": ")
+		assert.Contains(t, err.Error(), "e2b: stat /home/user in sandbox "+fakeID+": ")
 		assert.Contains(t, err.Error(), "The sandbox was not found")
 	})
 	t.Run("command-through-a-proxy-that-lost-the-sandbox-is-gone", func(t *testing.T) {

@@ -261,7 +261,7 @@ func testCommands(t *testing.T, sb *e2b.Sandbox) {
 		eventually(t, "command is listed while it runs", 30*time.Second, func() bool { return processCount(t, sb, "sleep "+marker) == 1 })
 		err := <-errc
 		require.ErrorIs(t, err, e2b.ErrCommandTimeout)
-		assert.Contains(t, err.Error(), "e2b: run command "+sb.ID+": ")
+		assert.Contains(t, err.Error(), "e2b: run command in sandbox "+sb.ID+": ")
 		eventually(t, "timed-out command is gone", 30*time.Second, func() bool { return processCount(t, sb, "sleep "+marker) == 0 })
 	})
 
@@ -372,7 +372,7 @@ func testFiles(t *testing.T, sb *e2b.Sandbox) {
 		_, err := sb.ReadFile(ctx, dir+"/nope.txt")
 		assert.ErrorIs(t, err, e2b.ErrNotFound)
 		assert.NotErrorIs(t, err, e2b.ErrSandboxGone)
-		assert.Contains(t, err.Error(), "e2b: read file "+dir+"/nope.txt")
+		assert.Contains(t, err.Error(), "e2b: read file "+dir+"/nope.txt in sandbox "+sb.ID+": ")
 		_, err = sb.ReadFile(ctx, "/home/user")
 		assert.ErrorIs(t, err, e2b.ErrInvalidArgument)
 		_, err = sb.Stat(ctx, dir+"/nope")

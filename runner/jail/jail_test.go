@@ -88,6 +88,37 @@ func TestCommandHasNoPrivileges(t *testing.T) {
 	assert.Equal(t, "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"+
 		"CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n", r.stdout)
 
+	t.Run("no-nested-user-namespaces", func(t *testing.T) {
+		if _, err := os.Stat("/usr/bin/unshare"); err != nil {
+			t.Skip("no unshare(1) on this host")
+		}
+		r := run(t, s, "unshare -Ur id -u; echo rc=$?; unshare --help >/dev/null && echo tool-runs")
+		assert.NotContains(t, r.stdout, "\n0\n")
+		assert.Contains(t, r.stdout, "rc=1")
+		assert.Contains(t, r.stdout, "tool-runs")
+	})
+	t.Run("only-stdio-descriptors-are-inherited", func(t *testing.T) {
+		p, err := s.Start(context.Background(), Cmd{Path: "/bin/ls", Args: []string{"-l", "/proc/self/fd/"}})
+		require.NoError(t, err)
+		r := collect(t, p)
+		var fds []string
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(l); len(f) > 8 {
+				fds = append(fds, f[8])
+			}
+		}
+		assert.Equal(t, []string{"0", "1", "2", "3"}, fds, "stdio and ls's own directory:\n%s", r.stdout)
+	})
+	t.Run("landlock-blocks-what-the-mounts-allow", func(t *testing.T) {
+		if landlockNote() == "unavailable (mount namespace only)" {
+			t.Skip("no Landlock on this kernel")
+		}
+		// /proc is mounted read-write and DAC lets a process rename
+		// itself; Landlock keeps /proc read-only.
+		r := run(t, s, "echo renamed > /proc/self/comm; echo rc=$?; head -c 4 /proc/self/comm; echo")
+		assert.NotContains(t, r.stdout, "rc=0")
+		assert.Contains(t, r.stdout, "head")
+	})
 	t.Run("setuid-binaries-give-nothing", func(t *testing.T) {
 		su := ""
 		for _, p := range []string{"/usr/bin/su", "/bin/su", "/usr/bin/sudo", "/usr/bin/passwd"} {

@@ -53,8 +53,11 @@ func (s *Sandbox) Start(ctx context.Context, c Cmd) (*Process, error) {
 		return nil, errors.New("jail: start: Cmd.Path is empty")
 	}
 	s.mu.Lock()
-	closed, paused := s.closed, s.paused
+	closed, paused, running := s.closed, s.paused, len(s.procs)
 	s.mu.Unlock()
+	if running >= s.limits.Processes {
+		return nil, fmt.Errorf("jail: start: %d commands are already running, the sandbox's process limit", running)
+	}
 	if closed {
 		return nil, errors.New("jail: start: sandbox is closed")
 	}

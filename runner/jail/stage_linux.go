@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -70,6 +71,9 @@ func init() {
 // 1000, forwards signals, reaps orphans, and reports how the command ended.
 // When it exits, the kernel kills everything left in its pid namespace.
 func runInit() {
+	// No descriptor of the server's — ours or any it inherited without
+	// close-on-exec — may reach the command.
+	cloexecFrom(3)
 	status := os.NewFile(fdStatus, "status")
 	report := func(m initMsg) {
 		b, _ := json.Marshal(m)
@@ -98,6 +102,13 @@ func runInit() {
 		if err := loopbackUp(); err != nil {
 			fail(fmt.Errorf("loopback: %w", err))
 		}
+	}
+
+	// Allow exactly one user namespace below this one: the command's. The
+	// command cannot make its own, and with it the capabilities over new
+	// network, mount and pid namespaces that much kernel attack surface needs.
+	if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("1"), 0); err != nil {
+		fail(fmt.Errorf("limit nested user namespaces: %w", err))
 	}
 
 	cfgR, cfgW, err := os.Pipe()
@@ -211,7 +222,7 @@ func runExec() {
 		fmt.Fprintf(errPipe, format, a...)
 		os.Exit(127)
 	}
-	syscall.CloseOnExec(fdStatus)
+	cloexecFrom(3)
 	var cfg initConfig
 	if err := json.NewDecoder(os.NewFile(fdConfig, "config")).Decode(&cfg); err != nil {
 		fail("jail: read config: %v", err)
@@ -319,4 +330,20 @@ func dropCapabilities() error {
 		return fmt.Errorf("capset: %w", err)
 	}
 	return nil
+}
+
+// cloexecFrom marks every descriptor from fd up close-on-exec.
+func cloexecFrom(fd int) {
+	if unix.CloseRange(uint(fd), ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n >= fd {
+			syscall.CloseOnExec(n)
+		}
+	}
 }

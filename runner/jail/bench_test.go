@@ -1,0 +1,60 @@
+package jail
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"testing"
+)
+
+// echo runs /bin/echo hi in s and checks its output.
+func echo(b *testing.B, s *Sandbox) {
+	p, err := s.Start(context.Background(), Cmd{Path: "/bin/echo", Args: []string{"hi"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := io.ReadAll(p.Stdout())
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := p.Wait()
+	if err != nil || st.Code != 0 || string(out) != "hi\n" {
+		b.Fatalf("echo: %q %+v %v", out, st, err)
+	}
+}
+
+// BenchmarkStartEcho measures one command in an existing sandbox.
+func BenchmarkStartEcho(b *testing.B) {
+	if err := Check(); err != nil {
+		b.Skip(err)
+	}
+	s, err := New(context.Background(), Config{Dir: filepath.Join(b.TempDir(), "sb")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		echo(b, s)
+	}
+}
+
+// BenchmarkNewAndEcho measures create → first echo → close, the latency a
+// new task sees before its first command answers (plus cleanup).
+func BenchmarkNewAndEcho(b *testing.B) {
+	if err := Check(); err != nil {
+		b.Skip(err)
+	}
+	base := b.TempDir()
+	b.ReportAllocs()
+	for b.Loop() {
+		s, err := New(context.Background(), Config{Dir: filepath.Join(base, "sb")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		echo(b, s)
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

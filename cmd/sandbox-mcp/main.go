@@ -39,6 +39,11 @@ type command struct {
 var commands = map[string]command{}
 
 func main() {
+	// A host may close our stderr (mcp-go's client does on Close) while we
+	// still log the sandbox's shutdown. By default Go dies of SIGPIPE on a
+	// write to a broken fd 1 or 2, which would skip that shutdown; ignored,
+	// the write just fails and cleanup goes on.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 
@@ -48,9 +49,21 @@ func (a *analysis) useRule(rule string) {
 	}
 }
 
+// Parsers are reusable but not concurrent; pools keep one per goroutine.
+var bashParsers, posixParsers sync.Pool
+
 // parseShell parses src as a bash (or POSIX sh) program.
 func parseShell(src string, lang syntax.LangVariant) (*syntax.File, *denial) {
-	f, err := syntax.NewParser(syntax.Variant(lang)).Parse(strings.NewReader(src), "")
+	pool := &bashParsers
+	if lang != syntax.LangBash {
+		pool = &posixParsers
+	}
+	p, _ := pool.Get().(*syntax.Parser)
+	if p == nil {
+		p = syntax.NewParser(syntax.Variant(lang))
+	}
+	f, err := p.Parse(strings.NewReader(src), "")
+	pool.Put(p)
 	if err != nil {
 		return nil, denyf("builtin.parse", "cannot parse the command line: %v", err)
 	}

@@ -22,6 +22,11 @@ type word struct {
 // substitutions, arithmetic), ANSI-C and locale quoting, extended globs and
 // brace expansion, and returns a reason.
 func literalWord(w *syntax.Word) (word, string) {
+	if len(w.Parts) == 1 {
+		if l, ok := w.Parts[0].(*syntax.Lit); ok && !strings.ContainsAny(l.Value, "\\*?[~{") {
+			return word{value: l.Value}, ""
+		}
+	}
 	var out word
 	var b strings.Builder
 	// unq collects the unquoted characters with quoted ones replaced by a

@@ -142,7 +142,7 @@ func (x *argContext) url(raw, defScheme string, schemes ...string) *denial {
 		return d
 	}
 	if why := checkURL(x.a.c, raw, defScheme, schemes...); why != "" {
-		return denyf("network.allow", "%s: %s", x.prog, why)
+		return denyf("network.allow", "%s: %s", x.prog, trimNetworkPrefix(why))
 	}
 	return nil
 }
@@ -152,9 +152,20 @@ func (x *argContext) host(h string) *denial {
 		return d
 	}
 	if ok, why := HostAllowed(x.a.c, h); !ok {
-		return denyf("network.allow", "%s: %s", x.prog, why)
+		return denyf("network.allow", "%s: %s", x.prog, trimNetworkPrefix(why))
 	}
 	return nil
+}
+
+// trimNetworkPrefix drops the "network.allow: " or "network: " a
+// HostAllowed reason starts with, which the denial's rule already says.
+func trimNetworkPrefix(why string) string {
+	for _, p := range []string{"network.allow: ", "network: "} {
+		if r, ok := strings.CutPrefix(why, p); ok {
+			return r
+		}
+	}
+	return why
 }
 
 // --- find

@@ -3,6 +3,8 @@ package jail
 import (
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
@@ -17,9 +19,11 @@ var landlockConfig = landlock.Config{
 
 // applyLandlock is the second fence behind the mount namespace: even if the
 // sandbox's root held more than intended, the command may only read and
-// execute the system dirs and write its home, /tmp and a few devices.
+// execute the system dirs and write its home, /tmp and a few devices. It
+// restricts only the calling thread, which must be locked and then exec:
+// the domain passes to the program, and no other thread needs it.
 func applyLandlock() error {
-	return landlockConfig.Restrict(
+	fd, flags, err := landlockConfig.NewRulesetFD(
 		landlock.PathAccess(landlock.AccessFSSet(llsys.AccessFSReadDir), "/"),
 		landlock.RODirs("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc").IgnoreIfMissing(),
 		landlock.RODirs("/proc").IgnoreIfMissing(),
@@ -28,6 +32,17 @@ func applyLandlock() error {
 		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty").WithIoctlDev().IgnoreIfMissing(),
 		landlock.ROFiles("/dev/random", "/dev/urandom").IgnoreIfMissing(),
 	)
+	if err != nil {
+		return err
+	}
+	if fd < 0 { // no Landlock on this kernel: BestEffort
+		return nil
+	}
+	defer unix.Close(fd)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	return llsys.LandlockRestrictSelf(fd, flags)
 }
 
 // landlockNote says, for the log, what Landlock this kernel enforces.

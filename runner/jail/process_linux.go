@@ -182,7 +182,7 @@ func (s *Sandbox) spawn(ctx context.Context, cfg initConfig, wantStdin bool) (p 
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{"sandbox-mcp-jail-init"},
-		Env:         []string{stageEnv + "=" + stageInit},
+		Env:         stageEnvFor(stageInit),
 		Stdin:       stdin,
 		Stdout:      outW,
 		Stderr:      errW,
@@ -202,19 +202,26 @@ func (s *Sandbox) spawn(ctx context.Context, cfg initConfig, wantStdin bool) (p 
 		close(p.exited)
 		return nil, err
 	}
+	// Close our copies of the child's ends so pipes see EOF when it dies.
+	for _, f := range []*os.File{outW, errW, stW, cfgR, ctlR} {
+		f.Close()
+	}
+	// The init builds the root from the config while we attach it to the
+	// cgroups; it starts nothing before our go-ahead on the control socket.
+	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
+		return fail(fmt.Errorf("jail: start: send config: %w", err))
+	}
+	cfgW.Close()
 	if s.cg != nil {
 		if err := s.cg.attach(cmd.Process.Pid); err != nil {
 			return fail(err)
 		}
 	}
-	// Close our copies of the child's ends so pipes see EOF when it dies.
-	for _, f := range []*os.File{outW, errW, stW, cfgR, ctlR} {
-		f.Close()
+	_ = ctlW.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := ctlW.Write([]byte{'g'}); err != nil {
+		// The init failed early; its status line says why.
+		s.logger.Debug("jail: init did not take the go-ahead", "error", err)
 	}
-	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
-		return fail(fmt.Errorf("jail: start: send config: %w", err))
-	}
-	cfgW.Close()
 
 	status := bufio.NewReader(stR)
 	first := make(chan initMsg, 1)

@@ -104,6 +104,14 @@ func runInit() {
 		}
 	}
 
+	// Wait until the server has put this process into the sandbox's
+	// cgroups (it does that while the root is being built).
+	control := os.NewFile(fdControl, "control")
+	var goByte [1]byte
+	if _, err := io.ReadFull(control, goByte[:]); err != nil {
+		fail(fmt.Errorf("wait for the server: %w", err))
+	}
+
 	// Allow exactly one user namespace below this one: the command's. The
 	// command cannot make its own, and with it the capabilities over new
 	// network, mount and pid namespaces that much kernel attack surface needs.
@@ -122,7 +130,7 @@ func runInit() {
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{"sandbox-mcp-jail-exec"},
-		Env:        []string{stageEnv + "=" + stageExec},
+		Env:        stageEnvFor(stageExec),
 		Dir:        "/",
 		Stdin:      os.Stdin,
 		Stdout:     os.Stdout,
@@ -160,7 +168,7 @@ func runInit() {
 	}
 	report(initMsg{Started: true})
 
-	go forwardSignals(os.NewFile(fdControl, "control"))
+	go forwardSignals(control)
 	ws := reapAll(child)
 	m := initMsg{Exited: true, Code: ws.ExitStatus()}
 	if ws.Signaled() {
@@ -241,6 +249,7 @@ func runExec() {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		fail("jail: no_new_privs: %v", err)
 	}
+	// Landlock and the capability drop act on this thread, which execs.
 	if err := applyLandlock(); err != nil {
 		fail("jail: landlock: %v", err)
 	}
@@ -346,4 +355,10 @@ func cloexecFrom(fd int) {
 			syscall.CloseOnExec(n)
 		}
 	}
+}
+
+// stageEnvFor is the whole environment of a re-executed stage: the stage
+// selector, and a Go runtime kept small (one P, no GC) for a fast start.
+func stageEnvFor(stage string) []string {
+	return []string{stageEnv + "=" + stage, "GOMAXPROCS=1", "GOGC=off"}
 }

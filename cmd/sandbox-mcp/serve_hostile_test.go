@@ -25,11 +25,11 @@ type rawStdio struct {
 	cmd *exec.Cmd
 }
 
-func startRaw(t *testing.T, contract string) *rawStdio {
+func startRaw(t *testing.T, contract, state string, env ...string) *rawStdio {
 	t.Helper()
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "serve", "--contract", contract, "--state", t.TempDir(), "--log-level", "warn")
-	cmd.Env = append(cmd.Environ(), "SANDBOX_MCP_TEST_CANARY="+canary)
+	cmd := exec.Command(bin, "serve", "--contract", contract, "--state", state, "--log-level", "warn")
+	cmd.Env = append(append(cmd.Environ(), "SANDBOX_MCP_TEST_CANARY="+canary), env...)
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	out, err := cmd.StdoutPipe()
@@ -88,7 +88,7 @@ func isToolError(m map[string]any) bool {
 
 func TestServeSurvivesHostileStdioClients(t *testing.T) {
 	requireE2E(t)
-	r := startRaw(t, writeContract(t, "e2e-hostile", "local", "kill"))
+	r := startRaw(t, writeContract(t, "e2e-hostile", "local", "kill"), t.TempDir())
 
 	t.Run("malformed-json-rpc-gets-an-error-and-the-server-goes-on", func(t *testing.T) {
 		r.send(t, `{"jsonrpc":"2.0","id":1,"method":`)

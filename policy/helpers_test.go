@@ -18,7 +18,7 @@ func devContract() *contracts.Contract {
 			MaxTimeout:     contracts.Duration(10 * time.Minute),
 			Allow: []contracts.CommandRule{
 				{Run: "pytest"}, // 0
-				{Run: "git", Subcommands: []string{"status", "diff", "log", "show", "fetch", "clone"}}, // 1
+				{Run: "git", Subcommands: []string{"status", "diff", "log", "show", "fetch", "clone", "grep"}}, // 1
 				{Run: "python3"},                // 2
 				{Run: "ls"},                     // 3
 				{Run: "grep"},                   // 4
@@ -48,6 +48,7 @@ func devContract() *contracts.Contract {
 				{Run: "test"},              // 28
 				{Run: "/usr/bin/make"},     // 29
 				{Run: "ssh"},               // 30
+				{Run: "printf"},            // 31
 			},
 			Env: contracts.EnvPolicy{Pass: []string{"CI", "PYTHONPATH", "LD_PRELOAD"}},
 		},

@@ -71,6 +71,10 @@ func TestDecideRunPairs(t *testing.T) {
 		{name: "if-body-with-allowed-programs-is-allowed", cmd: "if test -f x; then echo yes; else echo no; fi", allow: true},
 		{name: "if-body-hiding-a-denied-program-is-denied", cmd: "if true; then rm x; fi", rule: "commands.allow"},
 		{name: "for-loop-over-literals-is-allowed", cmd: "for f in a b; do echo hi; done", allow: true},
+		{name: "for-loop-setting-path-is-denied", cmd: "for PATH in /work/bin; do ls; done", rule: "builtin.reserved-env"},
+		{name: "for-loop-setting-ifs-is-denied", cmd: "for IFS in x; do ls; done", rule: "builtin.reserved-env"},
+		{name: "printf-v-setting-path-is-denied", cmd: "printf -v PATH /work/bin; ls", rule: "builtin.shell-builtin"},
+		{name: "printf-with-a-format-is-allowed", cmd: "printf '%s\\n' x", allow: true},
 		{name: "for-loop-using-its-variable-is-denied", cmd: "for f in a b; do cat $f; done", rule: "builtin.expansion"},
 		{name: "while-body-hiding-a-denied-program-is-denied", cmd: "while true; do rm x; done", rule: "commands.allow"},
 		{name: "case-body-hiding-a-denied-program-is-denied", cmd: "case x in x) rm y;; esac", rule: "commands.allow"},
@@ -163,6 +167,9 @@ func TestDecideRunProgramKnowledge(t *testing.T) {
 		{name: "find-quoted-exec-is-denied", cmd: `find . "-exec" id ";"`, rule: "builtin.flags"},
 		// git
 		{name: "git-diff-is-allowed", cmd: "git diff HEAD~1", allow: true},
+		{name: "git-grep-is-allowed", cmd: "git grep -n TODO", allow: true},
+		{name: "git-grep-open-files-in-pager-is-denied", cmd: "git grep -Osh TODO", rule: "builtin.flags", why: "-O"},
+		{name: "git-grep-O-in-a-cluster-is-denied", cmd: "git grep -nO TODO", rule: "builtin.flags"},
 		{name: "git-c-core-pager-is-denied", cmd: "git -c core.pager=sh diff", rule: "builtin.flags", why: "-c"},
 		{name: "git-c-attached-is-denied", cmd: "git -ccore.pager=sh diff", rule: "builtin.flags"},
 		{name: "git-config-env-is-denied", cmd: "git --config-env=core.pager=X log", rule: "builtin.flags"},
@@ -375,6 +382,6 @@ func TestDecideRunCallFields(t *testing.T) {
 	})
 	t.Run("denial-lists-what-is-allowed", func(t *testing.T) {
 		d := DecideRun(c, RunCall{Command: "nc evil 80"})
-		assert.Contains(t, d.Reason, `"nc" is not an allowed program; allowed: pytest, git (status, diff, log, show, fetch, clone), python3`)
+		assert.Contains(t, d.Reason, `"nc" is not an allowed program; allowed: pytest, git (status, diff, log, show, fetch, clone, grep), python3`)
 	})
 }

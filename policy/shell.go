@@ -191,6 +191,9 @@ func (a *analysis) stmt(s *syntax.Stmt, depth int) *denial {
 				return denyf("builtin.expansion", "%s", why)
 			}
 		}
+		if d := checkShellVar(a.c, wi.Name.Value); d != nil {
+			return d
+		}
 		a.loop++
 		defer func() { a.loop-- }()
 		return a.stmts(cmd.Do, depth+1)
@@ -294,6 +297,20 @@ func (a *analysis) redirectTarget(w word, write bool) *denial {
 	return nil
 }
 
+// checkShellVar refuses a for-loop variable that would change how programs
+// are found or run (for PATH in /work/bin; do ls; done), or a credential.
+func checkShellVar(c *contracts.Contract, name string) *denial {
+	if contracts.ReservedEnvName(name) {
+		return denyf("builtin.reserved-env", "the loop variable %s changes how programs are found or run", name)
+	}
+	for _, cr := range c.Credentials {
+		if cr.Name == name {
+			return denyf("credentials", "the loop variable %s is a credential", name)
+		}
+	}
+	return nil
+}
+
 // deniedBuiltins change the shell itself (its variables, options, traps,
 // functions, lookups) or run code the engine cannot see. They are refused
 // whatever the contract says.
@@ -369,6 +386,9 @@ func (a *analysis) program(argv []string, depth int, direct, xargs bool) *denial
 	if direct {
 		if deniedBuiltins[name] {
 			return denyf("builtin.shell-builtin", "the shell builtin %q is not allowed: it changes the shell or runs code that cannot be checked", name)
+		}
+		if name == "printf" && len(argv) > 1 && strings.HasPrefix(argv[1], "-v") {
+			return denyf("builtin.shell-builtin", "printf -v sets a shell variable and is not allowed")
 		}
 		switch name {
 		case "cd":

@@ -8,47 +8,56 @@
 // # Model
 //
 // A Sandbox is a host directory (Config.Dir) holding two writable areas,
-// Dir/home (/home/user inside) and Dir/tmp (/tmp inside), plus limits. Every
-// Start re-executes the current binary (/proc/self/exe) into the jail's init
-// stage, selected by an environment variable that this package's init()
-// reads. Programs that import jail must therefore do nothing with side
-// effects in their own init functions: in the re-executed copy, jail's init()
-// takes over before main runs (it also works in test binaries).
+// Dir/home (/home/user inside) and Dir/tmp (/tmp inside), plus limits. The
+// jail's stages are the current binary re-executed (/proc/self/exe) and
+// selected by an environment variable that this package's init() reads.
+// Programs that import jail must therefore do nothing with side effects in
+// their own init functions: in the re-executed copy, jail's init() takes
+// over before main runs (it also works in test binaries).
 //
-// The init stage runs in new user, mount, pid, ipc and uts namespaces (and a
-// new network namespace for NetworkNone) as root of a user namespace whose
-// only id maps to an unprivileged host uid: the server's own uid when it is
-// not root, and a per-sandbox uid at 1.5e9 and above when it is root, so
-// the sandbox's user never maps to host root and host file permissions
-// (/etc/shadow, root's files) still apply. It builds a new root on a tmpfs:
-// /usr, /bin, /sbin, /lib* read-only from the host; an /etc holding a
-// written passwd/group (user "user", uid 1000, home /home/user), hosts,
-// hostname and resolv.conf plus a short list of read-only host files (ld.so
-// cache, certificates, alternatives, profile — no shadow, ssh keys,
-// machine-id or sudoers); /home/user and /tmp bound from Dir; a fresh /proc
-// for the new pid namespace; a minimal /dev (null, zero, full, random,
-// urandom, tty bound from the host, a private devpts, a bounded /dev/shm).
-// It pivots into that root, detaches the host's, and makes / and /dev
-// read-only. The host's home directories, the server's working directory,
-// /var, /run, /sys and /root are simply not there.
+// New starts the sandbox's namespace holder (the "zygote" stage): root of a
+// new user namespace whose only id maps to an unprivileged host uid — the
+// server's own uid when it is not root, and a per-sandbox uid at 1.5e9 and
+// above when it is root, so the sandbox's user never maps to host root and
+// host file permissions (/etc/shadow, root's files) still apply. For
+// NetworkNone it also owns a new network namespace with only loopback up,
+// shared by all commands of the sandbox (a server one command starts is
+// reachable from the next while it runs); the holder also has the
+// sandbox's IPC namespace.
 //
-// The command then runs from a second stage in a nested user namespace
-// where it is uid 1000 ("user", HOME=/home/user) and the host sees the
-// unprivileged uid above. Before exec that stage sets rlimits, sets
-// no_new_privs, applies Landlock where the kernel has it (read and execute
-// the system dirs, read /etc and /proc, write only /home/user, /tmp,
-// /dev/shm and a few devices; from ABI 6 also no signals or abstract unix
-// sockets outside the sandbox) and empties every capability set, bounding
-// set included.
+// Each Start asks the holder for a jail init (over a unix socket, passing
+// the stdio pipes) in new mount, pid and uts namespaces. The init builds a
+// new root on a tmpfs: /usr, /bin, /sbin, /lib* read-only from the host; an
+// /etc holding a written passwd/group (user "user", uid 1000, home
+// /home/user), hosts, hostname and resolv.conf plus a short list of
+// read-only host files (ld.so cache, certificates, alternatives, profile —
+// no shadow, ssh keys, machine-id or sudoers); /home/user and /tmp bound
+// from Dir; a fresh /proc for the new pid namespace; a minimal /dev (null,
+// zero, full, random, urandom, tty bound from the host, a private devpts, a
+// bounded /dev/shm). It pivots into that root, detaches the host's, and
+// makes / and /dev read-only. The host's home directories, the server's
+// working directory, /var, /run, /sys and /root are simply not there.
+//
+// The command then runs from a last stage in a nested user namespace where
+// it is uid 1000 ("user", HOME=/home/user) and the host sees the
+// unprivileged uid above. Before exec that stage sets rlimits, forbids
+// further user namespaces (max_user_namespaces=0: no route to the
+// capabilities much kernel attack surface needs), sets no_new_privs,
+// applies Landlock where the kernel has it (read and execute the system
+// dirs, read /etc and /proc, write only /home/user, /tmp, /dev/shm and a
+// few devices; from ABI 6 also no signals or abstract unix sockets outside
+// the sandbox), empties every capability set, bounding set included, and
+// closes every descriptor but stdio.
 //
 // Each Start gets its own pid namespace whose pid 1 is the jail's init: it
 // reaps orphans, forwards Signal to every process in the namespace, and
 // when the command exits it kills what the command left behind. Killing
-// the init (Signal(SIGKILL), Close) makes the kernel kill the whole tree,
-// daemonised grandchildren and fork bombs included, so output pipes reach
-// EOF. Background processes therefore end with the command that started
-// them, and with NetworkNone each command has its own loopback: a server
-// started by one command is not reachable from the next.
+// the init (Signal(SIGKILL), Close — through a pidfd, so never a reused
+// pid) makes the kernel kill the whole tree, daemonised grandchildren and
+// fork bombs included, so output pipes reach EOF. Background processes
+// therefore end with the command that started them. Every stage is
+// non-dumpable and ignores catchable signals, so the sandbox's user, which
+// shares their host uid, can neither ptrace nor stop them.
 //
 // Limits: with writable cgroups (v1 controllers, or v2 as root) a sandbox
 // gets its own pids and memory cgroups (one budget for all its commands)

@@ -215,6 +215,23 @@ func TestNetwork(t *testing.T) {
 		r := run(t, s, `ip -o link 2>/dev/null | awk '{print $2}' | tr -d ':\n'; echo; cat /proc/net/dev | tail -n +3 | awk -F: '{print $1}' | tr -d ' ' | sort | tr '\n' ' '`)
 		assert.Equal(t, "lo ", strings.Split(r.stdout, "\n")[1], "only a loopback interface")
 	})
+	t.Run("none-commands-share-the-sandbox-loopback", func(t *testing.T) {
+		if _, err := os.Stat("/usr/bin/perl"); err != nil {
+			t.Skip("needs /usr/bin/perl for a tiny TCP server")
+		}
+		s := newSandbox(t, Config{Network: NetworkNone})
+		srv, err := s.Start(context.Background(), Cmd{Path: "/usr/bin/perl", Args: []string{"-MIO::Socket::INET", "-e",
+			`$|=1; my $l = IO::Socket::INET->new(LocalAddr => "127.0.0.1:8765", Listen => 5, ReuseAddr => 1) or die $!; print "listening\n"; while (my $c = $l->accept) { print $c "hello from the sandbox\n"; close $c }`}})
+		require.NoError(t, err)
+		line := make([]byte, 10)
+		_, err = io.ReadFull(srv.Stdout(), line)
+		require.NoError(t, err)
+		r := run(t, s, "exec 3<>/dev/tcp/127.0.0.1/8765 && cat <&3")
+		assert.Equal(t, "hello from the sandbox\n", r.stdout, r.stderr)
+		require.NoError(t, srv.Signal(syscall.SIGKILL))
+		_, err = srv.Wait()
+		require.NoError(t, err)
+	})
 	t.Run("host-reaches-the-allowed-neighbour", func(t *testing.T) {
 		s := newSandbox(t, Config{Network: NetworkHost})
 		r := run(t, s, dial)
@@ -328,6 +345,14 @@ func jailPids(t *testing.T, nsID string) []int {
 			continue
 		}
 		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid)); err == nil && l == nsID {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				continue // gone meanwhile
+			}
+			// A zombie waiting for its parent to reap it runs nothing.
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+				continue
+			}
 			out = append(out, pid)
 		}
 	}

@@ -23,14 +23,14 @@ import (
 // with it.
 type Process struct {
 	s      *Sandbox
-	cmd    *exec.Cmd
+	pid    int      // host pid of the command's jail init
+	pidfd  *os.File // pidfd of that init: signals cannot hit a reused pid
 	stdout *os.File
 	stderr *os.File
 	stdin  *os.File // nil unless Cmd.Stdin
 	ctl    *os.File // signal requests to the jail's init
 	ctlMu  sync.Mutex
 
-	exited chan struct{} // closed once the init is reaped; frees its thread
 	done   chan struct{}
 	status ExitStatus
 	err    error
@@ -55,14 +55,14 @@ func (s *Sandbox) Start(ctx context.Context, c Cmd) (*Process, error) {
 	s.mu.Lock()
 	closed, paused, running := s.closed, s.paused, len(s.procs)
 	s.mu.Unlock()
-	if running >= s.limits.Processes {
-		return nil, fmt.Errorf("jail: start: %d commands are already running, the sandbox's process limit", running)
-	}
 	if closed {
 		return nil, errors.New("jail: start: sandbox is closed")
 	}
 	if paused {
 		return nil, errors.New("jail: start: sandbox is paused; Resume it first")
+	}
+	if running >= s.limits.Processes {
+		return nil, fmt.Errorf("jail: start: %d commands are already running, the sandbox's process limit", running)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -90,10 +90,18 @@ func (s *Sandbox) Start(ctx context.Context, c Cmd) (*Process, error) {
 }
 
 func (s *Sandbox) spawn(ctx context.Context, cfg initConfig, wantStdin bool) (p *Process, err error) {
-	var closers []*os.File
+	var closers []*os.File // child ends: closed when spawn returns
 	defer func() {
 		for _, f := range closers {
 			f.Close()
+		}
+	}()
+	var parentEnds []*os.File // ours: closed only on failure
+	defer func() {
+		if err != nil {
+			for _, f := range parentEnds {
+				f.Close()
+			}
 		}
 	}()
 	pipe := func() (r, w *os.File, err error) {
@@ -104,15 +112,6 @@ func (s *Sandbox) spawn(ctx context.Context, cfg initConfig, wantStdin bool) (p 
 		return r, w, nil
 	}
 	p = &Process{s: s, done: make(chan struct{})}
-	// Child ends are closed when spawn returns; parent ends on failure.
-	var parentEnds []*os.File
-	defer func() {
-		if err != nil {
-			for _, f := range parentEnds {
-				f.Close()
-			}
-		}
-	}()
 	outR, outW, err := pipe()
 	if err != nil {
 		return nil, err
@@ -139,89 +138,28 @@ func (s *Sandbox) spawn(ctx context.Context, cfg initConfig, wantStdin bool) (p 
 		closers = append(closers, devnull)
 		stdin = devnull
 	}
-	cfgR, cfgW, err := pipe()
-	if err != nil {
-		return nil, err
-	}
-	closers = append(closers, cfgR, cfgW)
 	stR, stW, err := pipe()
 	if err != nil {
 		return nil, err
 	}
-	closers = append(closers, stR, stW)
+	closers, parentEnds = append(closers, stW), append(parentEnds, stR)
 	ctlR, ctlW, err := socketPair()
 	if err != nil {
 		return nil, fmt.Errorf("jail: start: %w", err)
 	}
 	closers, parentEnds = append(closers, ctlR), append(parentEnds, ctlW)
-	// The jail's init starts with Dir as its working directory and binds
-	// ./home and ./tmp from there: a descriptor of the host's mount namespace
-	// cannot be bound in the new one, and the path to Dir may not be
-	// searchable by the sandbox's host uid.
-	dirFD, err := os.OpenFile(s.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("jail: start: %w", err)
-	}
-	closers = append(closers, dirFD)
-	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
-	if s.network == NetworkNone {
-		flags |= syscall.CLONE_NEWNET
-	}
-	attr := &syscall.SysProcAttr{
-		Cloneflags:  flags,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: s.hostUID, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: s.hostGID, Size: 1}},
-		Pdeathsig:   syscall.SIGKILL,
-		Setsid:      true,
-	}
-	if s.asRoot {
-		// Drop the server's supplementary groups (root's include gid 0).
-		attr.GidMappingsEnableSetgroups = true
-		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
-	}
-	cmd := &exec.Cmd{
-		Path:        "/proc/self/exe",
-		Args:        []string{"sandbox-mcp-jail-init"},
-		Env:         stageEnvFor(stageInit),
-		Stdin:       stdin,
-		Stdout:      outW,
-		Stderr:      errW,
-		ExtraFiles:  []*os.File{cfgR, stW, ctlR}, // fds 3..5
-		SysProcAttr: attr,
-	}
-	p.exited = make(chan struct{})
-	if err := startOnOwnThread(cmd, int(dirFD.Fd()), p.exited); err != nil {
-		return nil, fmt.Errorf("jail: start: %w", err)
-	}
-	p.cmd = cmd
 	p.stdout, p.stderr, p.ctl = outR, errR, ctlW
-	// From here on the child exists: on failure, kill and reap it.
-	fail := func(err error) (*Process, error) {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		close(p.exited)
+
+	pid, pidfd, err := s.zygote.spawn(ctx, cfg, []*os.File{stdin, outW, errW, stW, ctlR})
+	if err != nil {
 		return nil, err
 	}
-	// Close our copies of the child's ends so pipes see EOF when it dies.
-	for _, f := range []*os.File{outW, errW, stW, cfgR, ctlR} {
+	p.pid, p.pidfd = pid, pidfd
+	parentEnds = append(parentEnds, pidfd)
+	for _, f := range closers {
 		f.Close()
 	}
-	// The init builds the root from the config while we attach it to the
-	// cgroups; it starts nothing before our go-ahead on the control socket.
-	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
-		return fail(fmt.Errorf("jail: start: send config: %w", err))
-	}
-	cfgW.Close()
-	if s.cg != nil {
-		if err := s.cg.attach(cmd.Process.Pid); err != nil {
-			return fail(err)
-		}
-	}
-	_ = ctlW.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	if _, err := ctlW.Write([]byte{'g'}); err != nil {
-		// The init failed early; its status line says why.
-		s.logger.Debug("jail: init did not take the go-ahead", "error", err)
-	}
+	closers = nil
 
 	status := bufio.NewReader(stR)
 	first := make(chan initMsg, 1)
@@ -236,34 +174,22 @@ func (s *Sandbox) spawn(ctx context.Context, cfg initConfig, wantStdin bool) (p 
 	select {
 	case m := <-first:
 		if !m.Started {
-			werr := cmd.Wait()
-			close(p.exited)
-			msg := m.Error
-			if msg == "" {
-				msg = "unknown failure"
-			}
-			if werr != nil && m.Error == "" {
-				msg += " (" + werr.Error() + ")"
-			}
-			p.stdout.Close()
-			p.stderr.Close()
-			return nil, fmt.Errorf("jail: start %s: %s", cfg.Path, msg)
+			_ = p.kill()
+			p.waitExit()
+			return nil, fmt.Errorf("jail: start %s: %s", cfg.Path, m.Error)
 		}
 	case <-ctx.Done():
-		return fail(ctx.Err())
+		_ = p.kill()
+		p.waitExit()
+		return nil, ctx.Err()
 	}
 
-	// stR must outlive spawn: take it off the closers list.
-	for i, f := range closers {
-		if f == stR {
-			closers[i] = nil
-		}
-	}
-	closers = compact(closers)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return fail(errors.New("jail: start: sandbox is closed"))
+		_ = p.kill()
+		p.waitExit()
+		return nil, errors.New("jail: start: sandbox is closed")
 	}
 	s.procs[p] = struct{}{}
 	s.mu.Unlock()
@@ -271,14 +197,16 @@ func (s *Sandbox) spawn(ctx context.Context, cfg initConfig, wantStdin bool) (p 
 	return p, nil
 }
 
-func compact(fs []*os.File) []*os.File {
-	out := fs[:0]
-	for _, f := range fs {
-		if f != nil {
-			out = append(out, f)
+// waitExit blocks until the jail's init has exited, which the kernel only
+// lets happen after every other process of its pid namespace is gone.
+func (p *Process) waitExit() {
+	fds := []unix.PollFd{{Fd: int32(p.pidfd.Fd()), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err != unix.EINTR {
+			return
 		}
 	}
-	return out
 }
 
 // reap waits for the jail's init to end and records how the command ended.
@@ -297,23 +225,13 @@ func (p *Process) reap(status *bufio.Reader, stR *os.File) {
 		}
 	}
 	stR.Close()
-	werr := p.cmd.Wait()
-	close(p.exited)
-	switch {
-	case final != nil:
+	p.waitExit()
+	if final != nil {
 		p.status = statusOf(final.Code, final.Signal)
-	default:
-		var ee *exec.ExitError
-		if errors.As(werr, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				p.status = statusOf(-1, signalName(ws.Signal()))
-				break
-			}
-		}
+	} else {
+		// Only SIGKILL ends the init without a report: from Signal, Close,
+		// the OOM killer, or the server's death.
 		p.status = statusOf(-1, "killed")
-		if werr != nil && !errors.As(werr, &ee) {
-			p.err = fmt.Errorf("jail: wait: %w", werr)
-		}
 	}
 	p.ctlMu.Lock()
 	p.ctl.Close()
@@ -326,11 +244,12 @@ func (p *Process) reap(status *bufio.Reader, stR *os.File) {
 	delete(p.s.procs, p)
 	p.s.mu.Unlock()
 	close(p.done)
+	p.pidfd.Close()
 }
 
 // Pid is the host pid of the jail's init for this command: unique while the
 // command runs.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
+func (p *Process) Pid() int { return p.pid }
 
 // Stdout is the command's standard output. Read it to the end (EOF comes
 // when the command's whole tree has ended); an unread pipe stalls the
@@ -365,7 +284,13 @@ func (p *Process) Signal(sig syscall.Signal) error {
 
 // kill ends the jail's init, which takes its pid namespace down with it.
 func (p *Process) kill() error {
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	err := unix.PidfdSendSignal(int(p.pidfd.Fd()), unix.SIGKILL, nil, 0)
+	if err != nil && err != unix.ESRCH {
 		return fmt.Errorf("jail: kill: %w", err)
 	}
 	return nil
@@ -393,10 +318,21 @@ func (p *Process) forward(sig syscall.Signal) error {
 	return nil
 }
 
+// Wait waits for the command to end and returns how it ended. The error is
+// for failures of the jail itself, not for a non-zero exit.
+func (p *Process) Wait() (ExitStatus, error) {
+	<-p.done
+	return p.status, p.err
+}
+
 // socketPair returns two connected unix stream sockets: the init's end
 // (blocking, inherited) and the server's (non-blocking, with deadlines).
 func socketPair() (child, parent *os.File, err error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	return socketPairType(unix.SOCK_STREAM)
+}
+
+func socketPairType(typ int) (child, parent *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -408,23 +344,13 @@ func socketPair() (child, parent *os.File, err error) {
 	return os.NewFile(uintptr(fds[0]), "jail-control"), os.NewFile(uintptr(fds[1]), "jail-control"), nil
 }
 
-// Wait waits for the command to end and returns how it ended. The error is
-// for failures of the jail itself, not for a non-zero exit.
-func (p *Process) Wait() (ExitStatus, error) {
-	<-p.done
-	return p.status, p.err
-}
-
-// signalName names a signal the way os/exec's ProcessState does.
-func signalName(sig syscall.Signal) string { return sig.String() }
-
 // startOnOwnThread starts cmd from a dedicated OS thread whose working
 // directory is dirFD, so the child starts there, and keeps that thread alive
-// until exited is closed: Pdeathsig fires when the thread that forked the
+// until release is closed: Pdeathsig fires when the thread that forked the
 // child ends, and the thread's private working directory must never serve
 // another goroutine (the locked thread is discarded when its goroutine
 // returns).
-func startOnOwnThread(cmd *exec.Cmd, dirFD int, exited <-chan struct{}) error {
+func startOnOwnThread(cmd *exec.Cmd, dirFD int, release <-chan struct{}) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
@@ -441,7 +367,7 @@ func startOnOwnThread(cmd *exec.Cmd, dirFD int, exited <-chan struct{}) error {
 			return
 		}
 		errc <- nil
-		<-exited
+		<-release
 	}()
 	return <-errc
 }

@@ -43,7 +43,8 @@ type Sandbox struct {
 	hostUID, hostGID int
 	asRoot           bool
 
-	cg *cgroups // nil: rlimits only
+	cg     *cgroups // nil: rlimits only
+	zygote *zygote
 
 	mu      sync.Mutex
 	procs   map[*Process]struct{}
@@ -109,6 +110,15 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	_, _ = rand.Read(rb[:])
 	cg, cgNote := newCgroups("sandbox-mcp-"+hex.EncodeToString(rb[:]), s.limits, s.asRoot)
 	s.cg = cg
+	z, err := s.startZygote(ctx)
+	if err != nil {
+		if cg != nil {
+			_ = cg.remove()
+		}
+		_ = removeAll(s.dir)
+		return nil, err
+	}
+	s.zygote = z
 	logger.Info("jail: sandbox ready",
 		"dir", dir, "network", s.network.String(), "host_uid", s.hostUID,
 		"limits", s.limitsInForce(cgNote), "landlock", landlockNote())
@@ -336,6 +346,7 @@ func (s *Sandbox) Close() error {
 	for _, p := range procs {
 		_ = p.kill()
 	}
+	s.zygote.close()
 	if s.cg != nil {
 		s.cg.killAll()
 	}

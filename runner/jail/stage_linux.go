@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -23,9 +22,10 @@ import (
 const stageEnv = "SANDBOX_MCP_JAIL_STAGE"
 
 const (
-	stageProbe = "probe" // Check: namespaces could be created; print ok
-	stageInit  = "init"  // pid 1 of a command's namespaces: build the root, run the command
-	stageExec  = "exec"  // the command's process: drop everything, exec the program
+	stageProbe  = "probe"  // Check: namespaces could be created; print ok
+	stageZygote = "zygote" // a sandbox's user (and network) namespace holder; forks inits
+	stageInit   = "init"   // pid 1 of a command's namespaces: build the root, run the command
+	stageExec   = "exec"   // the command's process: drop everything, exec the program
 )
 
 // File descriptors the stages receive.
@@ -55,6 +55,8 @@ func init() {
 	case stageProbe:
 		fmt.Println("ok")
 		os.Exit(0)
+	case stageZygote:
+		runZygote()
 	case stageInit:
 		runInit()
 	case stageExec:
@@ -88,9 +90,7 @@ func runInit() {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		fail(fmt.Errorf("prctl dumpable: %w", err))
 	}
-	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU} {
-		signal.Ignore(sig)
-	}
+	ignoreSignals()
 	var cfg initConfig
 	if err := json.NewDecoder(os.NewFile(fdConfig, "config")).Decode(&cfg); err != nil {
 		fail(fmt.Errorf("read config: %w", err))
@@ -98,26 +98,7 @@ func runInit() {
 	if err := buildRoot(cfg); err != nil {
 		fail(err)
 	}
-	if cfg.Network == NetworkNone {
-		if err := loopbackUp(); err != nil {
-			fail(fmt.Errorf("loopback: %w", err))
-		}
-	}
-
-	// Wait until the server has put this process into the sandbox's
-	// cgroups (it does that while the root is being built).
 	control := os.NewFile(fdControl, "control")
-	var goByte [1]byte
-	if _, err := io.ReadFull(control, goByte[:]); err != nil {
-		fail(fmt.Errorf("wait for the server: %w", err))
-	}
-
-	// Allow exactly one user namespace below this one: the command's. The
-	// command cannot make its own, and with it the capabilities over new
-	// network, mount and pid namespaces that much kernel attack surface needs.
-	if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("1"), 0); err != nil {
-		fail(fmt.Errorf("limit nested user namespaces: %w", err))
-	}
 
 	cfgR, cfgW, err := os.Pipe()
 	if err != nil {
@@ -143,7 +124,9 @@ func runInit() {
 			Setsid:      true,
 			Pdeathsig:   syscall.SIGKILL,
 			// Kept across exec only so the stage can empty the bounding set.
-			AmbientCaps: []uintptr{unix.CAP_SETPCAP},
+			// Kept across exec only so the stage can set its namespace's
+			// limit and then empty the bounding set.
+			AmbientCaps: []uintptr{unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE},
 		},
 	}
 	if err := cmd.Start(); err != nil {
@@ -239,6 +222,14 @@ func runExec() {
 	if err := setRlimits(cfg); err != nil {
 		fail("jail: %v", err)
 	}
+	// No user namespace below this one: the command cannot gain the
+	// capabilities over new network, mount and pid namespaces that much
+	// kernel attack surface needs.
+	if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0"), 0); err != nil {
+		fail("jail: forbid nested user namespaces: %v", err)
+	}
+	// The namespace holder is shielded from the OOM killer; the command is not.
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("0"), 0)
 	if err := os.Chdir(cfg.Dir); err != nil {
 		fail("jail: working directory %s: %v", cfg.Dir, err)
 	}

@@ -34,13 +34,21 @@ var reservedEnvNames = map[string]bool{
 	"SSL_CERT_FILE": true, "SSL_CERT_DIR": true, "XDG_CONFIG_HOME": true,
 	"XDG_CONFIG_DIRS": true, "XDG_DATA_HOME": true, "ZDOTDIR": true,
 	"MAKEFLAGS": true, "MFLAGS": true, "GNUMAKEFLAGS": true,
+	"SSH_ASKPASS_REQUIRE": true, "HGRCPATH": true, "PYTHONWARNINGS": true,
+	"DOCKER_HOST": true, "KUBECONFIG": true, "AWS_CONFIG_FILE": true,
+	"AWS_SHARED_CREDENTIALS_FILE": true, "OPENSSL_CONF": true, "OPENSSL_ENGINES": true,
+	"SSLKEYLOGFILE": true, "GOFLAGS": true, "GOTOOLCHAIN": true, "RUSTC_WRAPPER": true,
+	"RUSTC_WORKSPACE_WRAPPER": true, "RUSTC": true, "RUSTDOC": true, "MAVEN_OPTS": true,
+	"GRADLE_OPTS": true, "LUA_INIT": true, "LUA_PATH": true, "LUA_CPATH": true,
+	"PHPRC": true, "PHP_INI_SCAN_DIR": true, "VIMINIT": true, "EXINIT": true,
+	"MYVIMRC": true, "GVIMINIT": true, "EMACSLOADPATH": true, "NETRC": true,
 }
 
 // reservedEnvPrefixes are families of variables with the same risk: dynamic
 // loader and git settings, every *_PAGER, npm and pip configuration.
 var reservedEnvPrefixes = []string{
 	"LD_", "DYLD_", "GIT_", "BASH_FUNC_", "NPM_CONFIG_", "npm_config_", "PIP_",
-	"PYTHONMALLOC", "GLIBC_", "MALLOC_", "SSH_",
+	"PYTHONMALLOC", "GLIBC_", "MALLOC_",
 }
 
 // ReservedEnvName reports whether name is an environment variable the agent

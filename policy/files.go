@@ -51,7 +51,7 @@ func DecideRead(c *contracts.Contract, call ReadCall) Decision {
 	if why != "" {
 		return deny("paths.read", "%s; readable: %s", why, listRoots(c.Paths.Read))
 	}
-	if !withinAny(p, c.Paths.Read) && !readableDevices[p] {
+	if !withinAny(p, c.Paths.Read) {
 		return deny("paths.read", "%s is outside the readable paths; readable: %s", p, listRoots(c.Paths.Read))
 	}
 	if call.Offset < 0 || call.Length < 0 {

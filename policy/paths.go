@@ -25,7 +25,7 @@ func workdir(c *contracts.Contract) string {
 // aliasRoots are directories whose entries alias other files or processes
 // (/proc/self/root is the root, /dev/fd/N any open file, /dev/tcp/H/P a
 // socket in bash redirections). They are refused wherever they appear.
-var aliasRoots = []string{"/proc", "/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/tcp", "/dev/udp", "/dev/pts", "/dev/shm", "/sys"}
+var aliasRoots = []string{"/proc", "/dev/fd", "/dev/tcp", "/dev/udp", "/dev/pts", "/dev/shm", "/sys"}
 
 // cleanPath validates p and makes it clean and absolute, resolving a relative
 // path against base. It returns a reason when p is unusable.
@@ -87,8 +87,11 @@ func listRoots(roots []string) string {
 	return strings.Join(roots, ", ")
 }
 
-// devNull and friends are harmless targets allowed outside the path lists.
+// Harmless devices allowed outside the path lists in redirections and
+// read_file. /dev/stdin, /dev/stdout and /dev/stderr name the command's own
+// descriptors, which only redirections (themselves checked) can point
+// elsewhere; write_file never writes them (they are not in paths.write).
 var (
-	readableDevices = map[string]bool{"/dev/null": true, "/dev/zero": true, "/dev/urandom": true, "/dev/random": true}
-	writableDevices = map[string]bool{"/dev/null": true}
+	readableDevices = map[string]bool{"/dev/null": true, "/dev/zero": true, "/dev/urandom": true, "/dev/random": true, "/dev/stdin": true}
+	writableDevices = map[string]bool{"/dev/null": true, "/dev/stdout": true, "/dev/stderr": true}
 )

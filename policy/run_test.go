@@ -140,6 +140,8 @@ func TestDecideRunPairs(t *testing.T) {
 		{name: "append-redirect-into-workdir-is-allowed", cmd: "echo x >> /work/log.txt", allow: true},
 		{name: "stderr-dup-is-allowed", cmd: "pytest 2>&1 | head", allow: true},
 		{name: "dev-null-is-allowed", cmd: "pytest 2>/dev/null", allow: true},
+		{name: "dev-stderr-is-allowed", cmd: "echo oops > /dev/stderr", allow: true},
+		{name: "dev-fd-alias-is-denied", cmd: "echo oops > /dev/fd/2", rule: "paths.write"},
 		{name: "ampersand-greater-to-file-outside-is-denied", cmd: "pytest &> /tmp/x", rule: "paths.write"},
 		{name: "dup-to-a-file-name-is-a-write", cmd: "pytest >&/etc/x", rule: "paths.write"},
 		{name: "input-from-read-path-is-allowed", cmd: "grep x < /opt/data/a", allow: true},

@@ -122,6 +122,11 @@ func TestKnownBypasses(t *testing.T) {
 		{"env-typeset-then-run", "typeset -x PAGER=sh; git log", ""},
 		{"env-declare-then-run", "declare -x PAGER=sh; git log", ""},
 		{"env-wrapper-assignment", "env GIT_SSH_COMMAND=sh git fetch", "env CI=1 git fetch"},
+		// Write-then-execute (openworker#308): files an allowed program runs
+		{"write-then-exec-rule-script", "echo 'rm -rf /work' > scripts/test.sh", "echo x > scripts/notes.txt"},
+		{"write-then-exec-git-hook", "echo id > .git/hooks/pre-commit", "git status > status.txt"},
+		{"write-then-exec-git-config", "echo '[core] pager=sh' >> /work/.git/config", ""},
+		{"write-then-exec-tee-git-config", "echo x | tee /work/sub/.git/config", "echo x | tee /work/sub/config"},
 		// Redirect writes (Bash(echo:*) with > ~/.bashrc; parser differentials; subcommand caps)
 		{"redirect-home-bashrc", "echo x > ~/.bashrc", "echo x > /work/notes.txt"},
 		{"redirect-absolute-outside", "echo x > /home/user/.bashrc", "echo x >> /work/notes.txt"},
@@ -193,6 +198,13 @@ func TestKnownBypasses(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, d.Allow)
 	})
+	for _, p := range []string{"/work/scripts/test.sh", "/work/.git/hooks/post-checkout", "/work/.git/config"} {
+		t.Run("write-then-exec-write-file-"+strings.ReplaceAll(strings.TrimPrefix(p, "/work/"), "/", "-")+"-is-denied", func(t *testing.T) {
+			d := DecideWrite(c, WriteCall{Path: p})
+			assert.False(t, d.Allow)
+			assert.Equal(t, "builtin.exec-target", d.Rule)
+		})
+	}
 	for _, p := range []string{"/home/user/.claude/settings.json", "/home/user/.cursor/mcp.json", "/home/user/.vscode/settings.json"} {
 		t.Run("policy-flip-client-config-write-"+strings.Split(p, "/")[3]+"-is-denied", func(t *testing.T) {
 			assert.False(t, DecideWrite(c, WriteCall{Path: p}).Allow)

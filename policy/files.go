@@ -34,6 +34,9 @@ func DecideWrite(c *contracts.Contract, call WriteCall) Decision {
 	if !withinAny(p, c.Paths.Write) {
 		return deny("paths.write", "%s is outside the writable paths; writable: %s", p, listRoots(c.Paths.Write))
 	}
+	if why := execTarget(c, p); why != "" {
+		return deny("builtin.exec-target", "%s", why)
+	}
 	if call.Size < 0 {
 		return deny("limits.file_bytes", "negative size %d", call.Size)
 	}

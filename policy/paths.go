@@ -95,3 +95,35 @@ var (
 	readableDevices = map[string]bool{"/dev/null": true, "/dev/zero": true, "/dev/urandom": true, "/dev/random": true, "/dev/stdin": true}
 	writableDevices = map[string]bool{"/dev/null": true, "/dev/stdout": true, "/dev/stderr": true}
 )
+
+// execTarget reports why writing p would let the agent choose code that an
+// allowed program later runs (write-then-execute), or "" if it would not:
+// the file of a path-qualified allow rule (./scripts/test.sh), and, when git
+// is allowed, a repository's .git/config, .git/hooks and .gitmodules-free
+// git configuration files that git reads to run programs.
+func execTarget(c *contracts.Contract, p string) string {
+	gitAllowed := false
+	for _, r := range c.Commands.Allow {
+		if strings.Contains(r.Run, "/") {
+			want := r.Run
+			if !strings.HasPrefix(want, "/") {
+				want = workdir(c) + "/" + want
+			}
+			if path.Clean(want) == p {
+				return fmt.Sprintf("%s is the program of an allow rule; changing it would change what that rule runs", p)
+			}
+		}
+		if path.Base(r.Run) == "git" {
+			gitAllowed = true
+		}
+	}
+	if !gitAllowed {
+		return ""
+	}
+	for _, part := range []string{"/.git/hooks/", "/.git/config", "/.git/info/attributes", "/.gitconfig", "/.config/git/"} {
+		if strings.Contains(p+"/", part) {
+			return fmt.Sprintf("%s is git configuration or a hook, which git runs programs from", p)
+		}
+	}
+	return ""
+}

@@ -120,6 +120,9 @@ func (a *analysis) checkPath(p string, write bool, what string) *denial {
 		if !withinAny(cp, roots) {
 			return denyf(rule, "%s %s is outside the %s paths; %s: %s", what, cp, verb, verb, listRoots(roots))
 		}
+		if why := execTarget(a.c, cp); write && why != "" {
+			return denyf("builtin.exec-target", "%s", why)
+		}
 	}
 	return nil
 }

@@ -293,6 +293,9 @@ func (a *analysis) redirectTarget(w word, write bool) *denial {
 		if !withinAny(p, roots) {
 			return denyf(rule, "redirection to %s is outside the %s paths; %s: %s", p, verb, verb, listRoots(roots))
 		}
+		if why := execTarget(a.c, p); write && why != "" {
+			return denyf("builtin.exec-target", "%s", why)
+		}
 	}
 	return nil
 }

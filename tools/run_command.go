@@ -84,6 +84,12 @@ func (t *Task) runCommand(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 		return t.denied(d), nil
 	}
 	eff := d.Effective.(*policy.RunEffective)
+	select {
+	case t.cmdSlots <- struct{}{}:
+		defer func() { <-t.cmdSlots }()
+	case <-ctx.Done():
+		return t.failed(ctx, tool, ctx.Err()), nil
+	}
 	sb, err := t.sandbox(ctx)
 	if err != nil {
 		return t.failed(ctx, tool, err), nil

@@ -40,6 +40,10 @@ type Options struct {
 	Audit *slog.Logger
 	// Logger receives operator diagnostics. If nil, discarded.
 	Logger *slog.Logger
+	// MaxCommands is how many commands of the task run at once; more wait
+	// their turn (a flood of calls queues instead of exhausting the
+	// sandbox's process limit). If zero, 8.
+	MaxCommands int
 	// ProgressInterval is the least time between two progress notifications
 	// of one call. If zero, 500ms.
 	ProgressInterval time.Duration
@@ -60,6 +64,7 @@ type Task struct {
 	log      *slog.Logger
 	interval time.Duration
 	now      func() time.Time
+	cmdSlots chan struct{} // one token per command running
 
 	mu       sync.Mutex
 	sb       *e2b.Sandbox
@@ -105,6 +110,10 @@ func NewTask(o Options) (*Task, error) {
 	if t.now == nil {
 		t.now = time.Now
 	}
+	if o.MaxCommands <= 0 {
+		o.MaxCommands = 8
+	}
+	t.cmdSlots = make(chan struct{}, o.MaxCommands)
 	t.audit = t.audit.With("task_id", t.c.Task.ID, "contract", t.hash)
 	t.log = t.log.With("task_id", t.c.Task.ID)
 	return t, nil

@@ -105,7 +105,7 @@ type progressNote struct {
 
 // startStdio starts `sandbox-mcp serve` as a child process and initialises
 // an MCP client over its stdio, as a host would.
-func startStdio(t *testing.T, contract, state string, env ...string) *stdioSession {
+func startStdio(t testing.TB, contract, state string, env ...string) *stdioSession {
 	t.Helper()
 	bin := buildBinary(t)
 	s := &stdioSession{stderr: &syncBuffer{}, state: state}

@@ -109,4 +109,3 @@ func TestCloseLeavesNothing(t *testing.T) {
 	code, _ := e.do(http.MethodPost, "/sandboxes", `{"templateID":"base","allow_internet_access":false}`)
 	assert.Equal(t, http.StatusServiceUnavailable, code, "a closed server creates nothing")
 }
-

@@ -98,7 +98,7 @@ type MacOutput struct {
 	Path    string // as declared
 	SHA256  string // hashed on the Mac; for a directory, of its tar archive
 	Size    int64
-	Dir     bool   // a directory, downloaded as a tar archive
+	Dir     bool // a directory, downloaded as a tar archive
 	Missing bool
 	Remote  string // the file Download reads, relative to the workspace
 }

@@ -32,17 +32,17 @@ const User = "smcp-runner"
 
 // SSHD is a running sshd.
 type SSHD struct {
-	Addr        string     // 127.0.0.1:port
-	User        string     // the account to log in as
-	Home        string     // its home directory
-	HostKey     string     // the host key's SHA256 fingerprint
-	Signer      ssh.Signer // a client key sshd accepts
-	KeyPEM      []byte     // the same key, as an OpenSSH private key file
-	KeyFile     string     // KeyPEM written to a 0600 file
-	Dir         string
-	stderr      *lockedBuffer
-	cmd         *exec.Cmd
-	probePort   string
+	Addr      string     // 127.0.0.1:port
+	User      string     // the account to log in as
+	Home      string     // its home directory
+	HostKey   string     // the host key's SHA256 fingerprint
+	Signer    ssh.Signer // a client key sshd accepts
+	KeyPEM    []byte     // the same key, as an OpenSSH private key file
+	KeyFile   string     // KeyPEM written to a 0600 file
+	Dir       string
+	stderr    *lockedBuffer
+	cmd       *exec.Cmd
+	probePort string
 }
 
 // Target is user@addr, as a contract's mac.runner.ssh.

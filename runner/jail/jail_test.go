@@ -1,3 +1,5 @@
+//go:build linux
+
 package jail
 
 import (
@@ -232,6 +234,41 @@ func TestNetwork(t *testing.T) {
 		_, err = srv.Wait()
 		require.NoError(t, err)
 	})
+	t.Run("host-keeps-host-abstract-sockets-out-of-reach", func(t *testing.T) {
+		if _, err := os.Stat("/usr/bin/perl"); err != nil {
+			t.Skip("needs /usr/bin/perl for a unix socket client")
+		}
+		if v, _ := llsysABI(); v < 6 {
+			t.Skip("Landlock ABI 6 (scoped abstract unix sockets) is not available on this kernel")
+		}
+		name := randomName("jail-test-")
+		l, err := net.Listen("unix", "@"+name)
+		require.NoError(t, err)
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte("host secret\n"))
+				c.Close()
+			}
+		}()
+		s := newSandbox(t, Config{Network: NetworkHost})
+		client := `use IO::Socket::UNIX; my $c = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Peer => "\0" . $ARGV[0]) or die "connect: $!\n"; print <$c>;`
+		p, err := s.Start(context.Background(), Cmd{Path: "/usr/bin/perl", Args: []string{"-e", client, name}})
+		require.NoError(t, err)
+		r := collect(t, p)
+		assert.NotContains(t, r.stdout, "host secret")
+		assert.Contains(t, r.stderr, "connect:")
+		// The neighbour: a server and client inside the same command work.
+		both := `use IO::Socket::UNIX; my $n = "\0" . $ARGV[0] . "-in"; my $l = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Local => $n, Listen => 1) or die "listen: $!"; if (!fork) { my $c = IO::Socket::UNIX->new(Type => SOCK_STREAM(), Peer => $n) or die "connect: $!"; print $c "inside\n"; exit 0 } my $a = $l->accept; print <$a>;`
+		p, err = s.Start(context.Background(), Cmd{Path: "/usr/bin/perl", Args: []string{"-e", both, name}})
+		require.NoError(t, err)
+		r = collect(t, p)
+		assert.Equal(t, "inside\n", r.stdout, r.stderr)
+	})
 	t.Run("host-reaches-the-allowed-neighbour", func(t *testing.T) {
 		s := newSandbox(t, Config{Network: NetworkHost})
 		r := run(t, s, dial)
@@ -429,11 +466,14 @@ func TestProcessTreesDie(t *testing.T) {
 
 func TestBackgroundProcessesEndWithTheirCommand(t *testing.T) {
 	s := newSandbox(t, Config{})
-	p, err := s.Start(context.Background(), Cmd{Path: "/bin/bash", Args: []string{"-c", "sleep 1000 & echo $!"}})
+	p, err := s.Start(context.Background(), Cmd{Path: "/bin/bash", Args: []string{"-c", "sleep 1000 & read x; echo done"}, Stdin: true})
 	require.NoError(t, err)
 	nsID, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p.Pid()))
 	require.NoError(t, err)
+	require.True(t, waitFor(func() bool { return len(jailPids(t, nsID)) >= 3 }), "init, bash and sleep run")
+	require.NoError(t, p.Stdin().Close())
 	r := collect(t, p) // returns: the backgrounded sleep does not hold stdout open
+	assert.Equal(t, "done\n", r.stdout)
 	assert.Equal(t, 0, r.status.Code)
 	assert.Empty(t, jailPids(t, nsID))
 }
@@ -472,6 +512,12 @@ func TestExitStatus(t *testing.T) {
 			assert.Equal(t, tc.want, run(t, s, tc.script).status)
 		})
 	}
+	t.Run("oversized-command-is-refused", func(t *testing.T) {
+		_, err := s.Start(context.Background(), Cmd{Path: "/bin/echo", Args: []string{strings.Repeat("a", 200<<10)}})
+		assert.ErrorContains(t, err, "the most is")
+		r := run(t, s, "echo "+strings.Repeat("a", 64<<10)+" | wc -c")
+		assert.Equal(t, strconv.Itoa(64<<10+1)+"\n", r.stdout)
+	})
 	t.Run("missing-program-is-a-start-error", func(t *testing.T) {
 		_, err := s.Start(context.Background(), Cmd{Path: "/usr/bin/no-such-program"})
 		assert.ErrorContains(t, err, "no-such-program")

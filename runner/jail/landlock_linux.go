@@ -45,6 +45,15 @@ func applyLandlock() error {
 	return llsys.LandlockRestrictSelf(fd, flags)
 }
 
+// llsysABI is the kernel's Landlock ABI version (0 without Landlock).
+func llsysABI() (int, error) {
+	v, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		return 0, err
+	}
+	return v, nil
+}
+
 // landlockNote says, for the log, what Landlock this kernel enforces.
 func landlockNote() string {
 	v, err := llsys.LandlockGetABIVersion()

@@ -36,6 +36,11 @@ type Process struct {
 	err    error
 }
 
+// maxCommandBytes bounds a command's path, arguments and environment
+// together (one message to the namespace holder; Linux's own ARG_MAX is
+// about 2 MiB).
+const maxCommandBytes = 128 << 10
+
 // initMsg is what the jail's init reports on its status pipe.
 type initMsg struct {
 	Started bool   `json:"started,omitempty"`
@@ -80,6 +85,16 @@ func (s *Sandbox) Start(ctx context.Context, c Cmd) (*Process, error) {
 	}
 	if cfg.Dir == "" {
 		cfg.Dir = HomeDir
+	}
+	size := len(cfg.Path) + len(cfg.Dir)
+	for _, a := range cfg.Args {
+		size += len(a) + 1
+	}
+	for _, e := range cfg.Env {
+		size += len(e) + 1
+	}
+	if size > maxCommandBytes {
+		return nil, fmt.Errorf("jail: start: arguments and environment take %d bytes; the most is %d", size, maxCommandBytes)
 	}
 	p, err := s.spawn(ctx, cfg, c.Stdin)
 	if err != nil {

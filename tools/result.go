@@ -74,7 +74,7 @@ func (t *Task) denied(d policy.Decision) *mcp.CallToolResult {
 // badArgs is the result for arguments that cannot be decoded.
 func (t *Task) badArgs(ctx context.Context, tool string, err error) *mcp.CallToolResult {
 	t.audit.Info("decision", "session_id", sessionID(ctx), "tool", tool, "decision", "deny", "rule", "arguments", "reason", err.Error())
-	return mcp.NewToolResultError(fmt.Sprintf("%s: %v (task %s)", tool, err, t.c.Task.ID))
+	return mcp.NewToolResultError(fmt.Sprintf("%s: %v (task %s, contract %s)", tool, err, t.c.Task.ID, t.hash))
 }
 
 // failed is the result for an allowed call that the backend could not carry
@@ -84,7 +84,7 @@ func (t *Task) failed(ctx context.Context, tool string, err error) *mcp.CallTool
 	ref := newRef()
 	t.log.Error("tool failed", "tool", tool, "ref", ref, "session_id", sessionID(ctx), "error", t.redactor.String(err.Error()))
 	t.audit.Info("side effect failed", "session_id", sessionID(ctx), "tool", tool, "ref", ref, "error", t.redactor.String(err.Error()))
-	return mcp.NewToolResultError(fmt.Sprintf("%s failed (ref %s): %s (task %s)", tool, ref, agentMessage(ctx, err), t.c.Task.ID))
+	return mcp.NewToolResultError(fmt.Sprintf("%s failed (ref %s): %s (task %s, contract %s)", tool, ref, agentMessage(ctx, err), t.c.Task.ID, t.hash))
 }
 
 // agentMessage says what went wrong in terms the agent can act on.

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -626,6 +627,48 @@ func TestCloseIsIdempotentAndRemovesDir(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist)
 	_, err = s.Start(context.Background(), Cmd{Path: "/bin/true"})
 	assert.ErrorContains(t, err, "closed")
+}
+
+func TestNewLogsTheLimitsInForce(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	s := newSandbox(t, Config{Logger: logger, Limits: Limits{Processes: 77, MemoryBytes: 99 << 20}})
+	line := buf.String()
+	assert.Contains(t, line, "jail: sandbox ready")
+	assert.Contains(t, line, "processes=77")
+	assert.Contains(t, line, "memory=103809024")
+	assert.Contains(t, line, "file_bytes=1073741824 (RLIMIT_FSIZE)")
+	if s.cg != nil && s.cg.pids {
+		assert.Contains(t, line, s.cg.kind+" pids")
+	} else {
+		assert.Contains(t, line, "RLIMIT_NPROC")
+	}
+	assert.Contains(t, line, "landlock=")
+}
+
+func TestStartFailsClearlyWhenTheNamespaceHolderIsGone(t *testing.T) {
+	s := newSandbox(t, Config{})
+	assert.Equal(t, "ok\n", run(t, s, "echo ok").stdout)
+	require.NoError(t, s.zygote.cmd.Process.Kill())
+	<-s.zygote.done
+	_, err := s.Start(context.Background(), Cmd{Path: "/bin/true"})
+	assert.ErrorContains(t, err, "namespace holder has ended")
+}
+
+func TestNewRefusesASymlinkedArea(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Skipf("isolation unavailable here: %v", err)
+	}
+	dir := filepath.Join(t.TempDir(), "sb")
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	target := t.TempDir()
+	require.NoError(t, os.Chmod(target, 0o750))
+	require.NoError(t, os.Symlink(target, filepath.Join(dir, "home")))
+	_, err := New(context.Background(), Config{Dir: dir})
+	assert.ErrorContains(t, err, "not a symlink")
+	fi, err := os.Stat(target)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o750), fi.Mode().Perm(), "the symlink's target was not chmod-ed")
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {

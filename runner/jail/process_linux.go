@@ -267,12 +267,27 @@ func (p *Process) reap(status *bufio.Reader, stR *os.File) {
 func (p *Process) Pid() int { return p.pid }
 
 // Stdout is the command's standard output. Read it to the end (EOF comes
-// when the command's whole tree has ended); an unread pipe stalls the
-// command once its buffer is full.
-func (p *Process) Stdout() io.Reader { return p.stdout }
+// when the command's whole tree has ended; the pipe is closed then); an
+// unread pipe stalls the command once its buffer is full.
+func (p *Process) Stdout() io.Reader { return closeAtEOF{p.stdout} }
 
 // Stderr is the command's standard error; see Stdout.
-func (p *Process) Stderr() io.Reader { return p.stderr }
+func (p *Process) Stderr() io.Reader { return closeAtEOF{p.stderr} }
+
+// closeAtEOF closes the pipe once it has been read to the end, so callers
+// that read output to EOF leak no descriptor.
+type closeAtEOF struct{ f *os.File }
+
+func (c closeAtEOF) Read(b []byte) (int, error) {
+	n, err := c.f.Read(b)
+	if err == io.EOF {
+		c.f.Close()
+	}
+	if errors.Is(err, os.ErrClosed) {
+		err = io.EOF
+	}
+	return n, err
+}
 
 // Stdin is a pipe to the command's standard input, or nil if Cmd.Stdin was
 // false. Close it to send EOF.

@@ -155,6 +155,9 @@ func (s *Sandbox) makeDirs() error {
 		if err := os.Mkdir(d.path, d.mode); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("jail: new: %w", err)
 		}
+		if fi, err := os.Lstat(d.path); err != nil || !fi.IsDir() {
+			return fmt.Errorf("jail: new: %s must be a directory (not a symlink)", d.path)
+		}
 		if err := os.Chmod(d.path, d.mode); err != nil {
 			return fmt.Errorf("jail: new: %w", err)
 		}

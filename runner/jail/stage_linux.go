@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -227,6 +228,11 @@ func runExec() {
 	// kernel attack surface needs.
 	if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0"), 0); err != nil {
 		fail("jail: forbid nested user namespaces: %v", err)
+	}
+	// A session keyring of its own: the server's (inherited) keys, which a
+	// possessor may read, stay out of reach.
+	if _, err := unix.KeyctlJoinSessionKeyring(fmt.Sprintf("sandbox-mcp-jail-%d-%d", os.Getpid(), time.Now().UnixNano())); err != nil && err != unix.ENOSYS {
+		fail("jail: new session keyring: %v", err)
 	}
 	// The namespace holder is shielded from the OOM killer; the command is not.
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("0"), 0)

@@ -24,6 +24,7 @@ const maxResourceBytes = 16 << 20
 // contract://<task-id>; and every artifact as artifact://<task-id>/<name>.
 func (t *Task) Register(s *mcpserver.MCPServer) error {
 	s.AddTools(t.runCommandTool(), t.writeFileTool(), t.readFileTool(), t.exportArtifactTool())
+	t.registerHandoff(s) // handoff_to_mac and handoff_status, only with a mac section and runner
 
 	contractURI := "contract://" + t.c.Task.ID
 	s.AddResource(mcp.NewResource(contractURI, "contract",

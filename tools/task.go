@@ -35,6 +35,9 @@ type Options struct {
 	// the server read them. They are injected only where a grant matches and
 	// redacted from everything that leaves.
 	Credentials []redact.Secret
+	// Mac runs handoff_to_mac's steps. If nil, handoff_to_mac is not
+	// offered, even when the contract has a mac section.
+	Mac MacRunner
 	// Audit receives one line per decision and per side effect. If nil,
 	// discarded.
 	Audit *slog.Logger
@@ -73,6 +76,9 @@ type Task struct {
 	lastExit int
 
 	onArtifact func(store.Artifact) // set by Register
+
+	mac MacRunner  // nil: no handoff_to_mac
+	hmu sync.Mutex // one handoff of this task at a time
 }
 
 // NewTask returns the task the contract describes. It makes no call to the
@@ -94,6 +100,7 @@ func NewTask(o Options) (*Task, error) {
 		interval: o.ProgressInterval,
 		now:      o.Now,
 		lastExit: -1,
+		mac:      o.Mac,
 	}
 	for _, s := range o.Credentials {
 		t.secrets[s.Name] = s.Value

@@ -44,6 +44,7 @@ type serveFlags struct {
 	logLevel  string
 	hosts     string
 	origins   string
+	macKey    string
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
@@ -58,6 +59,7 @@ func parseServeFlags(args []string, stderr io.Writer) (*serveFlags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "operator log level on stderr: debug, info, warn, error")
 	fs.StringVar(&f.hosts, "allowed-hosts", "", "comma-separated extra Host names accepted over HTTP (loopback names always are)")
 	fs.StringVar(&f.origins, "allowed-origins", "", "comma-separated browser origins accepted over HTTP (loopback origins always are)")
+	fs.StringVar(&f.macKey, "mac-key", "", "the Mac runner's SSH private key `FILE` for handoff_to_mac (else $SANDBOX_MCP_MAC_KEY_FILE)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sandbox-mcp serve --contract FILE [--http ADDR | --sse ADDR] [--state DIR]")
 		fs.PrintDefaults()
@@ -129,8 +131,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stopBackend()
 
+	macRunner, err := openMacRunner(c, f.macKey, logger)
+	if err != nil {
+		return err
+	}
 	task, err := tools.NewTask(tools.Options{
-		Contract: c, E2B: client, Store: st, Credentials: creds,
+		Contract: c, E2B: client, Store: st, Credentials: creds, Mac: macRunner,
 		Audit: alog.Logger(), Logger: logger,
 	})
 	if err != nil {

@@ -646,6 +646,26 @@ func TestNewLogsTheLimitsInForce(t *testing.T) {
 	assert.Contains(t, line, "landlock=")
 }
 
+func TestCanceledStartLeavesTheSandboxWorking(t *testing.T) {
+	s := newSandbox(t, Config{})
+	long, err := s.Start(context.Background(), Cmd{Path: "/bin/sleep", Args: []string{"1000"}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = s.Start(ctx, Cmd{Path: "/bin/true"})
+	assert.ErrorIs(t, err, context.Canceled)
+	ctx, cancel = context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	_, err = s.Start(ctx, Cmd{Path: "/bin/true"})
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Equal(t, "still here\n", run(t, s, "echo still here").stdout)
+	require.NoError(t, long.Signal(syscall.SIGKILL))
+	st, err := long.Wait()
+	require.NoError(t, err)
+	assert.Equal(t, "signal: killed", st.Status, "the running command lived until killed")
+}
+
 func TestStartFailsClearlyWhenTheNamespaceHolderIsGone(t *testing.T) {
 	s := newSandbox(t, Config{})
 	assert.Equal(t, "ok\n", run(t, s, "echo ok").stdout)

@@ -165,7 +165,7 @@ func (s *Sandbox) spawn(ctx context.Context, cfg initConfig, wantStdin bool) (p 
 	closers, parentEnds = append(closers, ctlR), append(parentEnds, ctlW)
 	p.stdout, p.stderr, p.ctl = outR, errR, ctlW
 
-	pid, pidfd, err := s.zygote.spawn(ctx, cfg, []*os.File{stdin, outW, errW, stW, ctlR})
+	pid, pidfd, err := s.zygote.spawn(cfg, []*os.File{stdin, outW, errW, stW, ctlR})
 	if err != nil {
 		return nil, err
 	}

@@ -115,7 +115,7 @@ func (s *Sandbox) startZygote(ctx context.Context) (*zygote, error) {
 		_ = os.WriteFile("/proc/"+strconv.Itoa(z.cmd.Process.Pid)+"/oom_score_adj", []byte("-1000"), 0)
 	}
 	var rep zygoteReply
-	if _, err := z.roundTrip(ctx, []byte(`{}`), nil, &rep); err != nil {
+	if _, err := z.roundTrip([]byte(`{}`), nil, &rep); err != nil {
 		z.close()
 		return nil, fmt.Errorf("jail: new: the sandbox's namespaces did not come up: %w", err)
 	}
@@ -127,17 +127,14 @@ func (s *Sandbox) startZygote(ctx context.Context) (*zygote, error) {
 }
 
 // roundTrip sends one request with descriptors and reads the reply and any
-// descriptors that come with it.
-func (z *zygote) roundTrip(ctx context.Context, req []byte, fds []*os.File, rep *zygoteReply) ([]int, error) {
+// descriptors that come with it. It takes milliseconds, so it does not stop
+// for a canceled context (the descriptors must stay open until sent, and an
+// exchange cut in half would leave the socket out of step); a holder that
+// does not answer within 30s is ended.
+func (z *zygote) roundTrip(req []byte, fds []*os.File, rep *zygoteReply) ([]int, error) {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	_ = z.conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = z.conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	_ = z.conn.SetDeadline(time.Now().Add(30 * time.Second))
 	var oob []byte
 	if len(fds) > 0 {
 		ints := make([]int, len(fds))
@@ -147,13 +144,13 @@ func (z *zygote) roundTrip(ctx context.Context, req []byte, fds []*os.File, rep 
 		oob = unix.UnixRights(ints...)
 	}
 	if _, _, err := z.conn.WriteMsgUnix(req, oob, nil); err != nil {
-		return nil, z.ioErr(ctx, err)
+		return nil, z.ioErr(err)
 	}
 	buf := make([]byte, 4096)
 	oobBuf := make([]byte, unix.CmsgSpace(4*4))
 	n, oobn, _, _, err := z.conn.ReadMsgUnix(buf, oobBuf)
 	if err != nil {
-		return nil, z.ioErr(ctx, err)
+		return nil, z.ioErr(err)
 	}
 	got, err := parseRights(oobBuf[:oobn])
 	if err != nil {
@@ -168,30 +165,28 @@ func (z *zygote) roundTrip(ctx context.Context, req []byte, fds []*os.File, rep 
 	return got, nil
 }
 
-func (z *zygote) ioErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		// A half-done exchange leaves the socket out of step: a canceled
-		// start costs the sandbox its namespace holder, never a wrong reply.
-		z.close()
-		return ctx.Err()
-	}
+func (z *zygote) ioErr(err error) error {
 	select {
 	case <-z.done:
 		return errors.New("the sandbox's namespace holder has ended (killed, perhaps by the OOM killer); close this sandbox and create a new one")
 	default:
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		go z.close()
+		return errors.New("the sandbox's namespace holder did not answer within 30s; it has been ended")
 	}
 	return err
 }
 
 // spawn asks the zygote for a jail init running cfg with the given stdio,
 // status and control descriptors, and returns its host pid and pidfd.
-func (z *zygote) spawn(ctx context.Context, cfg initConfig, fds []*os.File) (int, *os.File, error) {
+func (z *zygote) spawn(cfg initConfig, fds []*os.File) (int, *os.File, error) {
 	req, err := json.Marshal(zygoteRequest{Config: cfg})
 	if err != nil {
 		return 0, nil, fmt.Errorf("jail: start: %w", err)
 	}
 	var rep zygoteReply
-	got, err := z.roundTrip(ctx, req, fds, &rep)
+	got, err := z.roundTrip(req, fds, &rep)
 	if err != nil {
 		return 0, nil, fmt.Errorf("jail: start: %w", err)
 	}

@@ -465,6 +465,14 @@ func (s *logSink) Write(p []byte) (int, error) {
 func (s *logSink) close() (store.Artifact, error) {
 	close(s.stop)
 	s.red.Close()
+	// The tail of the log, which the throttle held back.
+	if s.prog.send != nil {
+		s.prog.mu.Lock()
+		if len(s.prog.pending) > 0 {
+			s.prog.flushLocked()
+		}
+		s.prog.mu.Unlock()
+	}
 	s.pw.Close()
 	<-s.done
 	return s.art, s.err

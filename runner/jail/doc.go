@@ -46,8 +46,12 @@
 // applies Landlock where the kernel has it (read and execute the system
 // dirs, read /etc and /proc, write only /home/user, /tmp, /dev/shm and a
 // few devices; from ABI 6 also no signals or abstract unix sockets outside
-// the sandbox), empties every capability set, bounding set included, and
-// closes every descriptor but stdio.
+// the sandbox), empties every capability set, bounding set included,
+// joins a session keyring of its own, closes every descriptor but stdio,
+// and (amd64, arm64) installs a seccomp filter that refuses a short list of
+// system calls ordinary programs do not need and kernel exploits favour
+// (io_uring, bpf, userfaultfd, perf_event_open, keyctl, module and kexec
+// loading, mount and setns) and any call through a foreign ABI.
 //
 // Each Start gets its own pid namespace whose pid 1 is the jail's init: it
 // reaps orphans, forwards Signal to every process in the namespace, and
@@ -78,9 +82,10 @@
 // capabilities), outliving Close, and exhausting processes or memory where
 // cgroups are available.
 //
-// It does not protect against kernel exploits: the namespaces, Landlock and
-// the mount table are enforced by the same kernel the command talks to, so
-// a kernel bug reachable from an unprivileged user namespace is an escape
+// It does not protect against kernel exploits: the namespaces, Landlock,
+// seccomp and the mount table are enforced by the same kernel the command
+// talks to, so a kernel bug reachable through the many system calls still
+// allowed is an escape (the seccomp filter is a denylist, not an allowlist)
 // (a microVM such as the E2B backend is the stronger boundary). NetworkHost
 // shares the host's network: it is open egress and exposes every service
 // listening on the host's loopback, not an allowlist. Disk use in Dir is

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,6 +122,19 @@ func TestCommandHasNoPrivileges(t *testing.T) {
 		r := run(t, s, "echo renamed > /proc/self/comm; echo rc=$?; head -c 4 /proc/self/comm; echo")
 		assert.NotContains(t, r.stdout, "rc=0")
 		assert.Contains(t, r.stdout, "head")
+	})
+	t.Run("seccomp-refuses-kernel-attack-surface", func(t *testing.T) {
+		if runtime.GOARCH != "amd64" {
+			t.Skip("syscall numbers below are amd64's")
+		}
+		if _, err := os.Stat("/usr/bin/perl"); err != nil {
+			t.Skip("needs /usr/bin/perl to make raw system calls")
+		}
+		// io_uring_setup(1, NULL): EFAULT if allowed, ENOSYS if filtered.
+		// keyctl(KEYCTL_GET_KEYRING_ID, @s, 0): EPERM if filtered.
+		// getppid: the neighbour, allowed (1: the jail's init).
+		r := run(t, s, `perl -e '$! = 0; syscall(425, 1, 0); print 0+$!, "\n"; $! = 0; syscall(250, 0, -3, 0); print 0+$!, "\n"; print syscall(110), "\n"'`)
+		assert.Equal(t, fmt.Sprintf("%d\n%d\n1\n", syscall.ENOSYS, syscall.EPERM), r.stdout, r.stderr)
 	})
 	t.Run("setuid-binaries-give-nothing", func(t *testing.T) {
 		su := ""

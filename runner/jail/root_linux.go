@@ -254,7 +254,7 @@ func setAttr(target string, attr uint64, recursive bool) error {
 	}{{unix.ST_RDONLY, unix.MS_RDONLY}, {unix.ST_NOSUID, unix.MS_NOSUID}, {unix.ST_NODEV, unix.MS_NODEV},
 		{unix.ST_NOEXEC, unix.MS_NOEXEC}, {unix.ST_NOATIME, unix.MS_NOATIME}, {unix.ST_NODIRATIME, unix.MS_NODIRATIME},
 		{unix.ST_RELATIME, unix.MS_RELATIME}} {
-		if st.Flags&m.st != 0 {
+		if int64(st.Flags)&m.st != 0 {
 			mflags |= m.ms
 		}
 	}

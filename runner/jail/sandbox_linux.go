@@ -121,7 +121,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	s.zygote = z
 	logger.Info("jail: sandbox ready",
 		"dir", dir, "network", s.network.String(), "host_uid", s.hostUID,
-		"limits", s.limitsInForce(cgNote), "landlock", landlockNote())
+		"limits", s.limitsInForce(cgNote), "landlock", landlockNote(), "seccomp", seccompNote())
 	return s, nil
 }
 

@@ -253,6 +253,9 @@ func runExec() {
 	if err := dropCapabilities(); err != nil {
 		fail("jail: %v", err)
 	}
+	if err := applySeccomp(); err != nil {
+		fail("jail: %v", err)
+	}
 	argv := append([]string{cfg.Path}, cfg.Args...)
 	err = syscall.Exec(prog, argv, cfg.Env)
 	fail("jail: exec %s: %v", cfg.Path, err)

@@ -30,8 +30,11 @@ func (n Network) String() string {
 
 // Limits bounds what the commands of one sandbox may consume.
 type Limits struct {
-	// Processes is the most processes (and threads, under a pids cgroup) the
-	// sandbox may hold at once. If zero, 256.
+	// Processes is the most processes the sandbox may hold at once. Under a
+	// pids cgroup that counts threads and the jail's own helpers too (about
+	// five for the sandbox and five per running command); without one it is
+	// RLIMIT_NPROC per command. It also caps the commands running at once.
+	// If zero, 256.
 	Processes int
 	// MemoryBytes is the memory the sandbox may use: the total of all its
 	// processes under a memory cgroup, else a per-process RLIMIT_DATA.

@@ -45,6 +45,10 @@ type Options struct {
 	// ReconnectFor is how long a lost connection is re-dialled before the
 	// runner gives up on a step (the step keeps its timeout). If zero, 2m.
 	ReconnectFor time.Duration
+	// WatchdogGrace is how long after a step's timeout the Mac kills the
+	// step's process group by itself, in case the server is gone by then.
+	// If zero, 1m.
+	WatchdogGrace time.Duration
 	// Dial opens the TCP connection. If nil, a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Logger receives diagnostics. If nil, discarded.
@@ -113,6 +117,9 @@ func New(o Options) (*Runner, error) {
 	}
 	if o.ReconnectFor == 0 {
 		o.ReconnectFor = 2 * time.Minute
+	}
+	if o.WatchdogGrace == 0 {
+		o.WatchdogGrace = time.Minute
 	}
 	if o.Dial == nil {
 		d := &net.Dialer{}

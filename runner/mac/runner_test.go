@@ -287,3 +287,36 @@ func TestParseTarget(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
+
+func TestRunnerStepKillsItselfWhenTheServerIsGone(t *testing.T) {
+	d := mactest.Start(t)
+	p := mactest.NewProxy(t, d.Addr)
+	r := newRunner(t, d, func(o *mac.Options) {
+		o.Target = d.User + "@" + p.Addr
+		o.WatchdogGrace = time.Second
+		o.ReconnectFor = time.Second
+	})
+	ctx := context.Background()
+	ws, err := r.Prepare(ctx, job(t))
+	require.NoError(t, err)
+	defer newRunner(t, d, nil).Release(ctx, ws)
+	marker := fmt.Sprintf("%d", 100000+time.Now().UnixNano()%800000)
+	w := &syncWriter{}
+	var once sync.Once
+	w.on = func(s string) {
+		if strings.Contains(s, "started") {
+			once.Do(p.Close) // the server loses the Mac for good
+		}
+	}
+	_, err = r.Run(ctx, ws, step(time.Second, nil, "sh", "-c", "echo started; sleep "+marker), w)
+	require.Error(t, err, "the server cannot follow the step")
+	alive := func() bool {
+		out, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output()
+		return strings.TrimSpace(string(out)) != ""
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for alive() && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	assert.False(t, alive(), "the Mac-side watchdog killed the step after its timeout and grace")
+}

@@ -51,9 +51,14 @@ func checkStep(step tools.MacStep) error {
 // setsid is missing (macOS), a new process group (perl's setpgrp), with
 // stdin from /dev/null and output to .smcp/log. The inner shell records its
 // pid (= the group id) and, when the step ends, its exit status.
-func launchScript(ws tools.MacWorkspace, step tools.MacStep) string {
+func (r *Runner) launchScript(ws tools.MacWorkspace, step tools.MacStep) string {
 	var inner strings.Builder
 	inner.WriteString("echo $$ > .smcp/pgid.tmp && mv .smcp/pgid.tmp .smcp/pgid\n")
+	// A backstop in case the server is gone at the deadline: the group
+	// kills itself a grace period after it. Release kills the watchdog
+	// with the rest of the group.
+	grace := int64((step.Timeout + r.o.WatchdogGrace + time.Second - 1) / time.Second)
+	inner.WriteString("(sleep " + strconv.FormatInt(grace, 10) + "; kill -s KILL -- -$$) < /dev/null > /dev/null 2>&1 &\n")
 	keys := make([]string, 0, len(step.Env))
 	for k := range step.Env {
 		keys = append(keys, k)
@@ -123,7 +128,7 @@ func (r *Runner) Run(ctx context.Context, ws tools.MacWorkspace, step tools.MacS
 	}
 	h := sha256.New()
 	res.StartedAt = r.o.Now()
-	if _, err := r.exec(ctx, launchScript(ws, step), nil, nil, 0); err != nil {
+	if _, err := r.exec(ctx, r.launchScript(ws, step), nil, nil, 0); err != nil {
 		// Not retried: whether it started is unknown. Release kills it if so.
 		res.EndedAt = r.o.Now()
 		return res, fmt.Errorf("mac: start step %s: %w", step.Name, err)

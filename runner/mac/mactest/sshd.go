@@ -245,6 +245,13 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	return p
 }
 
+// Close stops accepting connections and cuts the open ones: the Mac is
+// unreachable from then on.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.Cut()
+}
+
 // Cut closes every connection open through the proxy and returns how many
 // client connections it cut.
 func (p *Proxy) Cut() int {

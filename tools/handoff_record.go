@@ -31,11 +31,34 @@ func (t *Task) registerHandoff(s *mcpserver.MCPServer) {
 	if t.c.Mac == nil || t.mac == nil {
 		return
 	}
+	t.recoverHandoffs(context.Background())
 	s.AddTools(t.handoffToMacTool(), t.handoffStatusTool())
 	s.AddResourceTemplate(mcp.NewResourceTemplate(store.HandoffURIScheme+"{task}/{handoff}", "handoff",
 		mcp.WithTemplateDescription("The record of one handoff_to_mac: approval, inputs, runner, step, checks, outputs and cleanup."),
 		mcp.WithTemplateMIMEType("application/json"),
 	), t.readHandoff)
+}
+
+// recoverHandoffs closes the records of handoffs a previous run of the
+// server left in flight: their step's outcome was not recorded.
+func (t *Task) recoverHandoffs(ctx context.Context) {
+	hs, err := t.store.ListHandoffs(ctx, t.c.Task.ID)
+	if err != nil {
+		t.log.Error("list handoffs", "error", err)
+		return
+	}
+	for i := range hs {
+		h := &hs[i]
+		switch h.State {
+		case store.HandoffStaging, store.HandoffRunning, store.HandoffCleaning:
+			h.NextOwner = orNone(t.c.Task.Owner)
+			h.Error = fmt.Sprintf("the server stopped while the handoff was %s; its outcome is unknown and workspace %s may remain on the Mac (the step's own watchdog ends it after its timeout)", h.State, orNone(h.Runner.Workspace))
+			t.transition(ctx, h, store.HandoffFailed, h.Error)
+		case store.HandoffRequested:
+			h.NextOwner = "agent"
+			t.transition(ctx, h, store.HandoffExpired, "the server stopped before the request was recorded as pending")
+		}
+	}
 }
 
 // readHandoff serves resources/read for handoff URIs of this task.
@@ -152,20 +175,29 @@ func (t *Task) freeze(ctx context.Context, names []string) ([]store.HandoffInput
 	return inputs, nil
 }
 
-// draft builds the record of a new request (without id or state) and its
-// approval digest.
-func (t *Task) draft(ctx context.Context, step, revision, note string, inputs []store.HandoffInput) store.Handoff {
-	def, _ := resolveStep(t.c, step)
+// approvalDigest is the digest an approval binds: the task, the source
+// revision, the inputs' names, sizes and sha256 (not their versions: the
+// same bytes re-exported stay approved), the step's whole definition, the
+// runner and its host key, and the key the server logs in with.
+func approvalDigest(c *contracts.Contract, step, revision string, inputs []store.HandoffInput, keyFingerprint string) string {
+	def, _ := resolveStep(c, step)
 	files := make([]digestFile, len(inputs))
 	for i, in := range inputs {
 		files[i] = digestFile{in.Name, in.SHA256, in.Size}
 	}
-	creds := digestCredentials{SSHKey: t.mac.KeyFingerprint(), Secrets: []string{}, Signing: "none"}
-	digest := sha256JSON(digestInput{
-		Version: 1, TaskID: t.c.Task.ID, SourceRevision: revision, Inputs: files, Step: def,
-		Runner:      digestRunner{SSH: t.c.Mac.Runner.SSH, HostKey: t.c.Mac.Runner.HostKey},
-		Credentials: creds, Network: macNetworkPolicy,
+	return sha256JSON(digestInput{
+		Version: 1, TaskID: c.Task.ID, SourceRevision: revision, Inputs: files, Step: def,
+		Runner:      digestRunner{SSH: c.Mac.Runner.SSH, HostKey: c.Mac.Runner.HostKey},
+		Credentials: digestCredentials{SSHKey: keyFingerprint, Secrets: []string{}, Signing: "none"},
+		Network:     macNetworkPolicy,
 	})
+}
+
+// draft builds the record of a new request (without id or state) and its
+// approval digest.
+func (t *Task) draft(ctx context.Context, step, revision, note string, inputs []store.HandoffInput) store.Handoff {
+	def, _ := resolveStep(t.c, step)
+	key := t.mac.KeyFingerprint()
 	envNames := make([]string, 0, len(def.Env))
 	for k := range def.Env {
 		envNames = append(envNames, k)
@@ -178,10 +210,10 @@ func (t *Task) draft(ctx context.Context, step, revision, note string, inputs []
 			Outputs: def.Outputs, SHA256: sha256JSON(def)},
 		Inputs:           inputs,
 		Runner:           store.HandoffRunner{Kind: "ssh", SSH: t.c.Mac.Runner.SSH, HostKey: t.c.Mac.Runner.HostKey},
-		Credentials:      store.HandoffCredentials{SSHKey: creds.SSHKey, Secrets: creds.Secrets, Signing: creds.Signing},
+		Credentials:      store.HandoffCredentials{SSHKey: key, Secrets: []string{}, Signing: "none"},
 		NetworkPolicy:    macNetworkPolicy,
 		ApprovalRequired: t.c.Mac.Approval != "none",
-		ApprovalDigest:   digest,
+		ApprovalDigest:   approvalDigest(t.c, step, revision, inputs, key),
 	}
 }
 
@@ -333,7 +365,7 @@ func (t *Task) approvalMessage(h store.Handoff) string {
 		fmt.Fprintf(&b, "  %s  %d bytes  sha256 %s\n", in.Name, in.Size, in.SHA256)
 	}
 	if h.SourceRevision != "" {
-		fmt.Fprintf(&b, "Source revision: %s\n", h.SourceRevision)
+		fmt.Fprintf(&b, "Source revision: %q\n", h.SourceRevision)
 	}
 	if h.Note != "" {
 		fmt.Fprintf(&b, "Agent's note (untrusted): %q\n", h.Note)

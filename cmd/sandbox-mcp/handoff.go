@@ -47,6 +47,13 @@ func openMacRunner(c *contracts.Contract, keyFile string, logger *slog.Logger) (
 	if keyFile == "" {
 		return nil, exitCode(1, "the contract has a mac section: give the Mac runner's SSH private key with serve --mac-key FILE or $"+macKeyEnv)
 	}
+	fi, err := os.Stat(keyFile)
+	if err != nil {
+		return nil, exitCode(1, fmt.Sprintf("mac key: %v", err))
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, exitCode(1, fmt.Sprintf("mac key %s is readable by others (mode %v); chmod 600 it", keyFile, fi.Mode().Perm()))
+	}
 	pem, err := os.ReadFile(keyFile)
 	if err != nil {
 		return nil, exitCode(1, fmt.Sprintf("mac key: %v", err))

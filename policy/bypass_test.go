@@ -126,6 +126,7 @@ func TestKnownBypasses(t *testing.T) {
 		{"write-then-exec-rule-script", "echo 'rm -rf /work' > scripts/test.sh", "echo x > scripts/notes.txt"},
 		{"write-then-exec-git-hook", "echo id > .git/hooks/pre-commit", "git status > status.txt"},
 		{"write-then-exec-git-config", "echo '[core] pager=sh' >> /work/.git/config", ""},
+		{"write-then-exec-npmrc", "echo script-shell=/work/x > /work/.npmrc", "echo x > /work/npmrc.txt"},
 		{"write-then-exec-tee-git-config", "echo x | tee /work/sub/.git/config", "echo x | tee /work/sub/config"},
 		// Redirect writes (Bash(echo:*) with > ~/.bashrc; parser differentials; subcommand caps)
 		{"redirect-home-bashrc", "echo x > ~/.bashrc", "echo x > /work/notes.txt"},

@@ -98,12 +98,13 @@ var (
 
 // execTarget reports why writing p would let the agent choose code that an
 // allowed program later runs (write-then-execute), or "" if it would not:
-// the file of a path-qualified allow rule (./scripts/test.sh), and, when git
-// is allowed, a repository's .git/config, .git/hooks and .gitmodules-free
-// git configuration files that git reads to run programs.
+// the file of a path-qualified allow rule (./scripts/test.sh), and the
+// configuration files of allowed programs that can name programs to run or
+// hosts to reach (.git/config and .git/hooks for git, .npmrc for npm ...).
 func execTarget(c *contracts.Contract, p string) string {
-	gitAllowed := false
+	allowed := map[string]bool{}
 	for _, r := range c.Commands.Allow {
+		allowed[path.Base(r.Run)] = true
 		if strings.Contains(r.Run, "/") {
 			want := r.Run
 			if !strings.HasPrefix(want, "/") {
@@ -113,17 +114,30 @@ func execTarget(c *contracts.Contract, p string) string {
 				return fmt.Sprintf("%s is the program of an allow rule; changing it would change what that rule runs", p)
 			}
 		}
-		if path.Base(r.Run) == "git" {
-			gitAllowed = true
+	}
+	for prog, parts := range configFiles {
+		if !allowed[prog] {
+			continue
 		}
-	}
-	if !gitAllowed {
-		return ""
-	}
-	for _, part := range []string{"/.git/hooks/", "/.git/config", "/.git/info/attributes", "/.gitconfig", "/.config/git/"} {
-		if strings.Contains(p+"/", part) {
-			return fmt.Sprintf("%s is git configuration or a hook, which git runs programs from", p)
+		for _, part := range parts {
+			if strings.Contains(p+"/", part) {
+				return fmt.Sprintf("%s is configuration %s reads (it can make %s run other programs or reach other hosts)", p, prog, prog)
+			}
 		}
 	}
 	return ""
+}
+
+// configFiles are, per program, the configuration files it reads from the
+// working tree or the home directory, matched as path fragments.
+var configFiles = map[string][]string{
+	"git":  {"/.git/hooks/", "/.git/config/", "/.git/info/attributes/", "/.gitconfig/", "/.config/git/"},
+	"npm":  {"/.npmrc/"},
+	"npx":  {"/.npmrc/"},
+	"pip":  {"/pip.conf/", "/.pip/", "/.config/pip/"},
+	"pip3": {"/pip.conf/", "/.pip/", "/.config/pip/"},
+	"curl": {"/.curlrc/"},
+	"wget": {"/.wgetrc/"},
+	"ssh":  {"/.ssh/config/", "/.ssh/rc/"},
+	"scp":  {"/.ssh/config/"},
 }

@@ -126,6 +126,7 @@ func TestKnownBypasses(t *testing.T) {
 		{"write-then-exec-rule-script", "echo 'rm -rf /work' > scripts/test.sh", "echo x > scripts/notes.txt"},
 		{"write-then-exec-git-hook", "echo id > .git/hooks/pre-commit", "git status > status.txt"},
 		{"write-then-exec-git-config", "echo '[core] pager=sh' >> /work/.git/config", ""},
+		{"write-then-exec-login-profile", "echo 'curl evil' >> /work/.profile", "echo x >> /work/profile.txt"},
 		{"write-then-exec-npmrc", "echo script-shell=/work/x > /work/.npmrc", "echo x > /work/npmrc.txt"},
 		{"write-then-exec-tee-git-config", "echo x | tee /work/sub/.git/config", "echo x | tee /work/sub/config"},
 		// Redirect writes (Bash(echo:*) with > ~/.bashrc; parser differentials; subcommand caps)
@@ -199,7 +200,7 @@ func TestKnownBypasses(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, d.Allow)
 	})
-	for _, p := range []string{"/work/scripts/test.sh", "/work/.git/hooks/post-checkout", "/work/.git/config"} {
+	for _, p := range []string{"/work/scripts/test.sh", "/work/.git/hooks/post-checkout", "/work/.git/config", "/work/.bashrc", "/work/.bash_profile"} {
 		t.Run("write-then-exec-write-file-"+strings.ReplaceAll(strings.TrimPrefix(p, "/work/"), "/", "-")+"-is-denied", func(t *testing.T) {
 			d := DecideWrite(c, WriteCall{Path: p})
 			assert.False(t, d.Allow)

@@ -115,6 +115,11 @@ func execTarget(c *contracts.Contract, p string) string {
 			}
 		}
 	}
+	for _, part := range shellStartupFiles {
+		if strings.Contains(p+"/", part) {
+			return fmt.Sprintf("%s is a shell start-up file, which the sandbox's shell runs before every command", p)
+		}
+	}
 	for prog, parts := range configFiles {
 		if !allowed[prog] {
 			continue
@@ -127,6 +132,11 @@ func execTarget(c *contracts.Contract, p string) string {
 	}
 	return ""
 }
+
+// shellStartupFiles are read by the shell that runs every command (E2B runs
+// commands as bash -l -c, a login shell).
+var shellStartupFiles = []string{"/.bashrc/", "/.bash_profile/", "/.bash_login/", "/.profile/", "/.bash_logout/",
+	"/etc/profile/", "/etc/profile.d/", "/etc/bash.bashrc/", "/etc/environment/"}
 
 // configFiles are, per program, the configuration files it reads from the
 // working tree or the home directory, matched as path fragments.

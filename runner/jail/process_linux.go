@@ -25,6 +25,7 @@ type Process struct {
 	s      *Sandbox
 	pid    int      // host pid of the command's jail init
 	pidfd  *os.File // pidfd of that init: signals cannot hit a reused pid
+	pidMu  sync.Mutex
 	stdout *os.File
 	stderr *os.File
 	stdin  *os.File // nil unless Cmd.Stdin
@@ -213,7 +214,8 @@ func (s *Sandbox) spawn(ctx context.Context, cfg initConfig, wantStdin bool) (p 
 }
 
 // waitExit blocks until the jail's init has exited, which the kernel only
-// lets happen after every other process of its pid namespace is gone.
+// lets happen after every other process of its pid namespace is gone. Only
+// the goroutine that will close the pidfd calls it.
 func (p *Process) waitExit() {
 	fds := []unix.PollFd{{Fd: int32(p.pidfd.Fd()), Events: unix.POLLIN}}
 	for {
@@ -252,6 +254,10 @@ func (p *Process) reap(status *bufio.Reader, stR *os.File) {
 	p.ctl.Close()
 	p.ctl = nil
 	p.ctlMu.Unlock()
+	p.pidMu.Lock()
+	p.pidfd.Close()
+	p.pidfd = nil
+	p.pidMu.Unlock()
 	if p.stdin != nil {
 		p.stdin.Close()
 	}
@@ -259,7 +265,6 @@ func (p *Process) reap(status *bufio.Reader, stR *os.File) {
 	delete(p.s.procs, p)
 	p.s.mu.Unlock()
 	close(p.done)
-	p.pidfd.Close()
 }
 
 // Pid is the host pid of the jail's init for this command: unique while the
@@ -314,10 +319,10 @@ func (p *Process) Signal(sig syscall.Signal) error {
 
 // kill ends the jail's init, which takes its pid namespace down with it.
 func (p *Process) kill() error {
-	select {
-	case <-p.done:
+	p.pidMu.Lock()
+	defer p.pidMu.Unlock()
+	if p.pidfd == nil { // reaped already
 		return nil
-	default:
 	}
 	err := unix.PidfdSendSignal(int(p.pidfd.Fd()), unix.SIGKILL, nil, 0)
 	if err != nil && err != unix.ESRCH {

@@ -124,7 +124,6 @@ func runInit() {
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: UserID, HostID: 0, Size: 1}},
 			Setsid:      true,
 			Pdeathsig:   syscall.SIGKILL,
-			// Kept across exec only so the stage can empty the bounding set.
 			// Kept across exec only so the stage can set its namespace's
 			// limit and then empty the bounding set.
 			AmbientCaps: []uintptr{unix.CAP_SETPCAP, unix.CAP_SYS_RESOURCE},

@@ -63,6 +63,9 @@ mac:
     leak:
       argv: [sh, -c, 'echo "the secret is $(cat inputs/secret.txt)"']
       timeout: 1m
+    lines:
+      argv: [sh, -c, 'for i in 1 2 3 4 5 6 7 8 9 10; do printf "line %%s %%0300d\n" $i 0; sleep 0.4; done']
+      timeout: 1m
 `
 
 type handoffEnv struct {
@@ -73,12 +76,19 @@ type handoffEnv struct {
 	marker   string
 }
 
-func newHandoffEnv(t *testing.T, taskID, approval, ttl string) *handoffEnv {
+// newHandoffEnv starts sshd and writes the contract; runner, if given,
+// returns the contract's mac.runner ssh target and host key instead of the
+// sshd's own.
+func newHandoffEnv(t *testing.T, taskID, approval, ttl string, runner ...func(*mactest.SSHD) (string, string)) *handoffEnv {
 	t.Helper()
 	d := mactest.Start(t)
 	marker := fmt.Sprintf("%d", 200000+time.Now().UnixNano()%700000)
+	target, hostKey := d.Target(), d.HostKey
+	if len(runner) > 0 {
+		target, hostKey = runner[0](d)
+	}
 	p := filepath.Join(t.TempDir(), "task.yaml")
-	require.NoError(t, os.WriteFile(p, []byte(fmt.Sprintf(handoffContract, taskID, d.Target(), d.HostKey, approval, ttl, marker)), 0o600))
+	require.NoError(t, os.WriteFile(p, []byte(fmt.Sprintf(handoffContract, taskID, target, hostKey, approval, ttl, marker)), 0o600))
 	return &handoffEnv{sshd: d, contract: p, state: t.TempDir(), taskID: taskID, marker: marker}
 }
 
@@ -528,5 +538,66 @@ func TestHandoffE2ETimeoutAndCanary(t *testing.T) {
 			assert.NotContains(t, text, keyBody, "%s holds the Mac key", name)
 		}
 		assert.Contains(t, progress.String(), "the secret is ", "progress did carry the log")
+	})
+}
+
+// TestHandoffE2ERunnerFailures: a wrong host key fails before anything is
+// sent, with the owner next; a connection cut mid-step is re-established and
+// the record is still whole.
+func TestHandoffE2ERunnerFailures(t *testing.T) {
+	requireE2E(t)
+	t.Run("a-wrong-host-key-is-refused", func(t *testing.T) {
+		env := newHandoffEnv(t, "e2e-handoff-hostkey", "none", "1h", func(d *mactest.SSHD) (string, string) {
+			return d.Target(), "SHA256:" + strings.Repeat("A", 43)
+		})
+		s := env.start(t, nil)
+		export(t, s, "app.txt", "x\n")
+		res, m := handoff(t, s, map[string]any{"step": "build", "artifacts": []any{"app.txt"}})
+		require.True(t, res.IsError, resultText(res))
+		assert.Equal(t, "failed", m["state"])
+		assert.Equal(t, "owner@example.com", m["next_owner"], "a runner problem is the owner's")
+		assert.False(t, checksByName(m)["host-key-pinned"])
+		assert.Contains(t, resultText(res), "host key does not match")
+		assert.Empty(t, workspaces(t, env.sshd, env.taskID), "nothing was created on the Mac")
+		assert.NotContains(t, env.sshd.Log(), "Accepted publickey", "the server never authenticated to the wrong host")
+	})
+
+	t.Run("a-connection-cut-mid-step-still-ends-with-a-whole-record", func(t *testing.T) {
+		var proxy *mactest.Proxy
+		env := newHandoffEnv(t, "e2e-handoff-drop", "none", "1h", func(d *mactest.SSHD) (string, string) {
+			proxy = mactest.NewProxy(t, d.Addr)
+			return d.User + "@" + proxy.Addr, d.HostKey
+		})
+		s := env.start(t, nil)
+		var once sync.Once
+		cut := make(chan int, 1)
+		s.c.OnNotification(func(n mcp.JSONRPCNotification) {
+			msg, _ := n.Params.AdditionalFields["message"].(string)
+			// Lines are long, so the redacting writer's hold-back (a few
+			// hundred bytes) lets line 2 through while the step runs.
+			if n.Method == "notifications/progress" && strings.Contains(msg, "line 2 ") {
+				once.Do(func() { cut <- proxy.Cut() })
+			}
+		})
+		export(t, s, "app.txt", "x\n")
+		res, m := handoff(t, s, map[string]any{"step": "lines", "artifacts": []any{"app.txt"}})
+		require.False(t, res.IsError, "%s\n%s", resultText(res), s.stderr.String())
+		select {
+		case n := <-cut:
+			assert.Equal(t, 1, n, "the test cut the server's connection to the Mac mid-step")
+		default:
+			t.Fatal("the step's progress never showed line 2, so the connection was not cut")
+		}
+		assert.Equal(t, "done", m["state"])
+		step := m["steps"].([]any)[0].(map[string]any)
+		assert.GreaterOrEqual(t, step["reconnects"], float64(1), s.stderr.String())
+		var want strings.Builder
+		for i := 1; i <= 10; i++ {
+			fmt.Fprintf(&want, "line %d %0300d\n", i, 0)
+		}
+		logText := readResource(t, s, step["log_artifact"].(string))
+		assert.Equal(t, want.String(), logText, "every line once, in order")
+		assert.Equal(t, hexSHA(want.String()), step["log_sha256"])
+		assert.Empty(t, workspaces(t, env.sshd, env.taskID))
 	})
 }

@@ -21,6 +21,8 @@ func bypassContract() *contracts.Contract {
 		contracts.CommandRule{Run: "fd"},
 		contracts.CommandRule{Run: "less"},
 		contracts.CommandRule{Run: "zip"},
+		contracts.CommandRule{Run: "scp"},
+		contracts.CommandRule{Run: "sftp"},
 	)
 	return c
 }
@@ -105,6 +107,8 @@ func TestKnownBypasses(t *testing.T) {
 		// fd, less, zip (same family, other tools)
 		{"flags-fd-exec", "fd -x sh", "fd -e py"},
 		{"flags-less-plus-bang", "less '+!sh' f", "less f"},
+		{"flags-scp-S-in-a-cluster", "scp -pS /work/x a github.com:c", "scp -p a github.com:c"},
+		{"flags-sftp-batch", "sftp -b cmds.txt github.com", "sftp github.com"},
 		{"flags-zip-TT", "zip -T -TT 'sh -c id' a.zip f", "zip a.zip f"},
 		// Env injection (makecindy/cindy#964; Cursor CVE-2026-22708)
 		{"env-pager", "PAGER=sh git log", "CI=1 git log"},

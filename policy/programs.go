@@ -447,7 +447,7 @@ func sedKnownLong(name string) bool {
 
 // --- awk
 
-var awkSpec = &optSpec{shortArg: "fvFeEilW", shortOptArg: "dopDLM", longArg: []string{"--file", "--assign", "--field-separator", "--source", "--exec", "--include", "--load"}}
+var awkSpec = &optSpec{shortArg: "fvFeEilW", shortOptArg: "dopDL", longArg: []string{"--file", "--assign", "--field-separator", "--source", "--exec", "--include", "--load"}}
 
 var awkDangers = []danger{
 	{[]string{"-f", "--file"}, "reads a program that cannot be checked"},
@@ -923,7 +923,14 @@ func checkNpm(x *argContext) *denial {
 
 // --- ssh, scp, sftp
 
-var sshSpec = &optSpec{shortArg: "BbcDEeFIiJLlmOoPpQRSWw"}
+// sshSpecs are the options that take an argument, per program: ssh -p
+// takes a port where scp -p takes none, and a letter wrongly taken to have
+// an argument would hide the rest of its cluster.
+var sshSpecs = map[string]*optSpec{
+	"ssh":  {shortArg: "BbcDEeFIiJLlmOoPpQRSWw"},
+	"scp":  {shortArg: "cDFiJloPSX"},
+	"sftp": {shortArg: "BbcDFiJloPRSsX"},
+}
 
 var sshDangers = []danger{
 	{[]string{"-F"}, "reads a configuration that can run commands"},
@@ -932,12 +939,24 @@ var sshDangers = []danger{
 	{[]string{"-E"}, "writes a log file"},
 }
 
+var sftpDangers = []danger{
+	{[]string{"-b"}, "reads a batch file whose !commands run local programs"},
+	{[]string{"-s"}, "runs another program as the sftp server"},
+}
+
 func checkSSH(x *argContext) *denial {
 	args := x.argv[1:]
-	if d := x.checkDangers(spelledFlags(args, sshSpec), sshDangers); d != nil {
+	spec := sshSpecs[x.prog]
+	flags := spelledFlags(args, spec)
+	if d := x.checkDangers(flags, sshDangers); d != nil {
 		return d
 	}
-	opts, operands := parseArgs(args, sshSpec)
+	if x.prog == "sftp" {
+		if d := x.checkDangers(flags, sftpDangers); d != nil {
+			return d
+		}
+	}
+	opts, operands := parseArgs(args, spec)
 	for _, o := range opts {
 		switch o.name {
 		case "-o":
@@ -1028,7 +1047,7 @@ func checkSort(x *argContext) *denial {
 }
 
 func checkTee(x *argContext) *denial {
-	_, operands := parseArgs(x.argv[1:], &optSpec{longArg: []string{"--output-error"}})
+	_, operands := parseArgs(x.argv[1:], &optSpec{}) // --output-error's argument is optional and attached
 	for _, o := range operands {
 		if d := x.a.checkPath(o, true, "tee"); d != nil {
 			return d
@@ -1069,7 +1088,9 @@ func checkZip(x *argContext) *denial {
 }
 
 func checkBase64(x *argContext) *denial {
-	opts, _ := parseArgs(x.argv[1:], &optSpec{shortArg: "ioDdbw", longArg: []string{"--input", "--output", "--wrap", "--break"}})
+	// Only letters that take an argument in both GNU and BSD base64: a
+	// letter wrongly taken to have one would hide the rest of its cluster.
+	opts, _ := parseArgs(x.argv[1:], &optSpec{shortArg: "wo", longArg: []string{"--input", "--output", "--wrap", "--break"}})
 	for _, o := range opts {
 		if o.name == "-o" || o.name == "--output" {
 			if d := x.writePath(o.value, o.name); d != nil {

@@ -236,6 +236,9 @@ func TestDecideRunProgramKnowledge(t *testing.T) {
 		{name: "sort-output-outside-is-denied", cmd: "sort -o /etc/passwd f", rule: "paths.write"},
 		{name: "tee-into-workdir-is-allowed", cmd: "echo x | tee out.txt", allow: true},
 		{name: "tee-outside-write-paths-is-denied", cmd: "echo x | tee /home/user/.bashrc", rule: "paths.write"},
+		{name: "tee-output-error-does-not-hide-the-file", cmd: "echo x | tee --output-error /etc/passwd", rule: "paths.write"},
+		{name: "awk-bignum-flag-does-not-hide-f", cmd: "awk -Mf prog.awk f", rule: "builtin.flags"},
+		{name: "awk-bignum-flag-is-allowed", cmd: "awk -M '{print $1}' f", allow: true},
 		// wrappers
 		{name: "env-with-listed-variable-is-allowed", cmd: "env CI=1 pytest", allow: true},
 		{name: "env-running-a-denied-program-is-denied", cmd: "env rm -rf /", rule: "commands.allow"},

@@ -240,17 +240,17 @@ func TestServeStdioEveryToolAllowedAndDenied(t *testing.T) {
 	})
 	t.Run("file-tools-refuse-a-symlink-the-policy-cannot-see", func(t *testing.T) {
 		// A link inside the workdir pointing at the home directory would let
-		// write_file reach ~/.bashrc although the contract allows only the
-		// workdir. Plant one from the host side, as a command could.
+		// write_file reach outside the workdir, which is all the contract
+		// allows. Plant one from the host side, as a command could.
 		homes, err := filepath.Glob(filepath.Join(s.state, "sandboxes", "*", "home", "work"))
 		require.NoError(t, err)
 		require.Len(t, homes, 1, "the local sandbox's workdir on the host")
 		require.NoError(t, os.Symlink("/home/user", filepath.Join(homes[0], "up")))
-		res := s.call(t, "write_file", map[string]any{"path": "up/.bashrc", "content": "echo pwned"})
+		res := s.call(t, "write_file", map[string]any{"path": "up/outside.txt", "content": "escaped"})
 		require.True(t, res.IsError)
 		assert.Contains(t, resultText(res), "builtin.symlink")
-		_, err = os.Stat(filepath.Join(filepath.Dir(homes[0]), ".bashrc"))
-		assert.True(t, os.IsNotExist(err), ".bashrc must not have been written")
+		_, err = os.Stat(filepath.Join(filepath.Dir(homes[0]), "outside.txt"))
+		assert.True(t, os.IsNotExist(err), "nothing was written outside the workdir")
 		res = s.call(t, "read_file", map[string]any{"path": "up/work/notes/a.txt"})
 		require.True(t, res.IsError)
 		assert.Contains(t, resultText(res), "builtin.symlink")

@@ -168,6 +168,10 @@ func (t *Task) handoffToMac(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 		notice = append(notice, fmt.Sprintf("the approval of handoff %s expired at %s; nothing ran; a new approval is needed", h.ID, h.Approval.ExpiresAt.Format(time.RFC3339)))
 		h = nil
 	}
+	if h != nil && h.State == store.HandoffPending && t.c.Mac.Approval == "none" {
+		// Requested under a contract that required approval; this one does not.
+		t.approve(ctx, h, "contract (mac.approval: none)", "contract", t.now())
+	}
 	if h != nil && h.State == store.HandoffPending {
 		// Ask again if the client can; otherwise report it still waiting.
 		if ok, _ := canElicit(ctx); !ok {
@@ -304,6 +308,9 @@ func (t *Task) runHandoff(ctx context.Context, req mcp.CallToolRequest, h *store
 	}
 	if runErr != nil && !errors.Is(runErr, ErrMacOutputMissing) {
 		t.cleanup(ctx, h, ws)
+		if ctx.Err() != nil {
+			return fail("agent", "the call was cancelled; the step was stopped on the Mac ("+res.KillDetail+")")
+		}
 		return fail(owner, "the step could not be followed: "+runErr.Error())
 	}
 	if !res.TimedOut {
@@ -410,8 +417,9 @@ func artifactName(step, base string) string {
 type logSink struct {
 	red  io.WriteCloser
 	pw   *io.PipeWriter
+	werr error // the pipe's error, seen by the writer only
 	done chan struct{}
-	art  store.Artifact
+	art  store.Artifact // set by the storing goroutine before done closes
 	err  error
 	prog *progress
 	stop chan struct{}
@@ -422,10 +430,8 @@ func (t *Task) newLogSink(ctx context.Context, req mcp.CallToolRequest, name str
 	s := &logSink{pw: pw, done: make(chan struct{}), stop: make(chan struct{}), prog: newProgress(progressFunc(ctx, req), t.interval, t.now)}
 	s.red = t.redactor.Writer(writerFunc(func(b []byte) (int, error) {
 		s.prog.add(b)
-		if s.err == nil {
-			if _, err := pw.Write(b); err != nil {
-				s.err = err
-			}
+		if s.werr == nil {
+			_, s.werr = pw.Write(b)
 		}
 		return len(b), nil
 	}))
@@ -462,6 +468,7 @@ func (s *logSink) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// close flushes the log and returns the stored artifact.
 func (s *logSink) close() (store.Artifact, error) {
 	close(s.stop)
 	s.red.Close()

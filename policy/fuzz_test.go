@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"net/netip"
 	"path"
 	"strings"
 	"testing"
@@ -204,4 +205,42 @@ var fuzzSeeds = []string{
 	"if true; then echo yes; fi", "for f in a b; do echo hi; done", "cat <<'EOF'\nx\nEOF", "CI=1 pytest 2>&1 | head",
 	"timeout 30 pytest", "git clone https://github.com/a/b", "pip install requests", "rg -n TODO src | sort | head -20",
 	"(ls; pytest)", "{ ls; }", "case x in x) ls;; esac", "echo {a,b}", "ls ./*", "echo x >&/etc/x", "sh -c \"sh -c 'ls'\"",
+}
+
+// FuzzHostAllowed checks host canonicalisation: never panic, and an allowed
+// host must be one a plain reading of the allowlist names: an exact entry, a
+// subdomain of a *.domain entry, or an address inside a CIDR entry.
+func FuzzHostAllowed(f *testing.F) {
+	for _, h := range []string{"pypi.org", "PyPI.org.", "api.github.com", "10.1.2.3", "2130706433", "0x7f.1",
+		"[::ffff:10.1.0.1]", "[64:ff9b::a9fe:a9fe]", "pypi\u3002org", "xn--pypi-7ve.org", "pypi.org:443", "[2001:db8::1]:8443"} {
+		f.Add(h)
+	}
+	c := devContract()
+	f.Fuzz(func(t *testing.T, raw string) {
+		ok, why := HostAllowed(c, raw)
+		if !ok {
+			if why == "" {
+				t.Fatalf("denied %q without a reason", raw)
+			}
+			return
+		}
+		h, bad := canonicalName(stripPort(raw))
+		if bad != "" {
+			t.Fatalf("allowed %q that does not canonicalise: %s", raw, bad)
+		}
+		if h.isIP {
+			for _, e := range c.Network.Allow {
+				if p, err := netip.ParsePrefix(e); err == nil && p.Contains(h.ip.Unmap()) {
+					return
+				}
+			}
+			t.Fatalf("allowed %q (%s) outside every CIDR", raw, h.ip)
+		}
+		for _, e := range c.Network.Allow {
+			if h.name == e || strings.HasPrefix(e, "*.") && strings.HasSuffix(h.name, e[1:]) {
+				return
+			}
+		}
+		t.Fatalf("allowed %q (%s), which no entry names", raw, h.name)
+	})
 }

@@ -51,7 +51,7 @@ func runContractExplain(ctx context.Context, args []string, stdout, stderr io.Wr
 		return exitCode(2, "contract explain: expected FILE TOOL ARGS_JSON")
 	}
 	file, tool, raw := fs.Arg(0), fs.Arg(1), []byte(fs.Arg(2))
-	c, _, err := contracts.Load(file)
+	c, warnings, err := contracts.Load(file)
 	if err != nil {
 		var errs contracts.Errors
 		if errors.As(err, &errs) {
@@ -60,6 +60,9 @@ func runContractExplain(ctx context.Context, args []string, stdout, stderr io.Wr
 			}
 		}
 		return exitCode(1, fmt.Sprintf("contract explain: invalid contract %s: %v", file, err))
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", file, w)
 	}
 	var d policy.Decision
 	if tool == policy.ToolHandoffToMac && *known != "" {

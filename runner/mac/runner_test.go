@@ -320,3 +320,49 @@ func TestRunnerStepKillsItselfWhenTheServerIsGone(t *testing.T) {
 	}
 	assert.False(t, alive(), "the Mac-side watchdog killed the step after its timeout and grace")
 }
+
+// TestRunnerOnAMacLikeHost hides sha256sum and setsid, as on macOS: inputs
+// and outputs are hashed with shasum and the step gets its own process group
+// from perl.
+func TestRunnerOnAMacLikeHost(t *testing.T) {
+	d := mactest.StartWith(t, mactest.Options{Hide: []string{"sha256sum", "setsid"}})
+	r := newRunner(t, d, nil)
+	ctx := context.Background()
+	data := []byte("mac-like\n")
+	good := input("a.txt", data)
+	ws, err := r.Stage(ctx, job(t, good))
+	require.NoError(t, err)
+	defer r.Release(ctx, ws)
+	assert.Equal(t, "shasum", ws.HashTool)
+	require.NoError(t, r.Verify(ctx, ws, []tools.MacInput{good}))
+	require.NoError(t, os.WriteFile(onMac(d, ws.Staged["a.txt"]), []byte("changed\n"), 0o600))
+	require.ErrorIs(t, r.Verify(ctx, ws, []tools.MacInput{good}), tools.ErrMacInputMismatch, "shasum catches a change too")
+	require.NoError(t, os.WriteFile(onMac(d, ws.Staged["a.txt"]), data, 0o600))
+
+	var log bytes.Buffer
+	res, err := r.Run(ctx, ws, step(time.Minute, []string{"out.txt"}, "sh", "-c",
+		`command -v setsid || echo no-setsid; command -v sha256sum || echo no-sha256sum; cp inputs/a.txt out.txt; ps -o pgid= -p $$ | tr -d ' ' > pgid.seen`), &log)
+	require.NoError(t, err)
+	assert.Equal(t, "no-setsid\nno-sha256sum\n", log.String(), "the session really lacks both")
+	assert.Equal(t, 0, res.ExitCode)
+	require.Len(t, res.Outputs, 1)
+	assert.Equal(t, sha(data), res.Outputs[0].SHA256)
+	seen, err := os.ReadFile(onMac(d, ws.Dir+"/pgid.seen"))
+	require.NoError(t, err)
+	rec, err := os.ReadFile(onMac(d, ws.Dir+"/.smcp/pgid"))
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimSpace(string(rec)), strings.TrimSpace(string(seen)), "the step runs in the process group perl made")
+
+	t.Run("a-timeout-still-kills-the-whole-group", func(t *testing.T) {
+		ws2, err := r.Prepare(ctx, job(t))
+		require.NoError(t, err)
+		defer r.Release(ctx, ws2)
+		marker := fmt.Sprintf("%d", 100000+time.Now().UnixNano()%800000)
+		res, err := r.Run(ctx, ws2, step(time.Second, nil, "sh", "-c", "sleep "+marker+" & sleep "+marker), io.Discard)
+		require.NoError(t, err)
+		assert.True(t, res.TimedOut)
+		assert.True(t, res.Killed, res.KillDetail)
+		out, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output()
+		assert.Empty(t, strings.TrimSpace(string(out)))
+	})
+}

@@ -89,9 +89,20 @@ func ensureUser(t testing.TB) string {
 	return u.HomeDir
 }
 
+// Options change the stand-in Mac.
+type Options struct {
+	// Hide lists programs the runner user's sessions must not find on
+	// PATH, to look like macOS: "sha256sum" (macOS has shasum), "setsid"
+	// (macOS has none).
+	Hide []string
+}
+
 // Start starts sshd on a free loopback port and stops it when the test
 // ends. It skips the test when not root or when sshd is not installed.
-func Start(t testing.TB) *SSHD {
+func Start(t testing.TB) *SSHD { return StartWith(t, Options{}) }
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, o Options) *SSHD {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("mactest: starting sshd with a throwaway user needs root; run the tests as root (CI does)")
@@ -132,6 +143,10 @@ func Start(t testing.TB) *SSHD {
 	authKeys := filepath.Join(dir, "authorized_keys")
 	must(t, os.WriteFile(authKeys, ssh.MarshalAuthorizedKey(signer.PublicKey()), 0o644))
 
+	setEnv := ""
+	if len(o.Hide) > 0 {
+		setEnv = "SetEnv PATH=" + macLikePath(t, dir, o.Hide) + "\n"
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
 	addr := ln.Addr().String()
@@ -154,7 +169,7 @@ PrintMotd no
 LogLevel VERBOSE
 MaxStartups 100
 MaxSessions 100
-`, addr, hostKey, filepath.Join(dir, "sshd.pid"), authKeys, User)), 0o644))
+%s`, addr, hostKey, filepath.Join(dir, "sshd.pid"), authKeys, User, setEnv)), 0o644))
 
 	s := &SSHD{Addr: addr, User: User, Home: home, HostKey: ssh.FingerprintSHA256(hk), Signer: signer,
 		KeyPEM: keyPEM, KeyFile: keyFile, Dir: dir, stderr: &lockedBuffer{}}
@@ -198,6 +213,31 @@ func (s *SSHD) Connections() int {
 		}
 	}
 	return n
+}
+
+// macLikePath makes a directory of symlinks to every program in /usr/bin
+// and /bin except the hidden ones, and returns it as the only PATH entry.
+func macLikePath(t testing.TB, dir string, hide []string) string {
+	bin := filepath.Join(dir, "bin")
+	must(t, os.Mkdir(bin, 0o755))
+	hidden := map[string]bool{}
+	for _, h := range hide {
+		hidden[h] = true
+	}
+	for _, src := range []string{"/usr/bin", "/bin"} {
+		entries, err := os.ReadDir(src)
+		must(t, err)
+		for _, e := range entries {
+			if hidden[e.Name()] {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(bin, e.Name())); err == nil {
+				continue
+			}
+			must(t, os.Symlink(filepath.Join(src, e.Name()), filepath.Join(bin, e.Name())))
+		}
+	}
+	return bin
 }
 
 func must(t testing.TB, err error) {

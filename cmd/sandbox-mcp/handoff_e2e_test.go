@@ -601,3 +601,58 @@ func TestHandoffE2ERunnerFailures(t *testing.T) {
 		assert.Empty(t, workspaces(t, env.sshd, env.taskID))
 	})
 }
+
+func TestHandoffCLIAndServeRefuseBadUse(t *testing.T) {
+	requireE2E(t)
+	bin := buildBinary(t)
+	state := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no-subcommand-is-a-usage-error", []string{"handoff"}, 2, "expected list, show, approve or deny"},
+		{"state-is-required", []string{"handoff", "list"}, 2, "--state DIR is required"},
+		{"unknown-subcommand", []string{"handoff", "run", "--state", state}, 2, `unknown subcommand "run"`},
+		{"approve-needs-one-id", []string{"handoff", "approve", "--state", state}, 2, "exactly one HANDOFF_ID"},
+		{"unknown-handoff", []string{"handoff", "approve", "--state", state, "h-000000000000"}, 1, "no such handoff"},
+		{"show-unknown-handoff", []string{"handoff", "show", "--state", state, "h-000000000000"}, 1, "no such handoff"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, code := runBinary(t, bin, tc.args...)
+			assert.Equal(t, tc.code, code, stderr)
+			assert.Contains(t, stderr, tc.msg)
+		})
+	}
+	t.Run("an-empty-state-lists-nothing", func(t *testing.T) {
+		out, stderr, code := runBinary(t, bin, "handoff", "list", "--state", state)
+		require.Equal(t, 0, code, stderr)
+		assert.Equal(t, 1, strings.Count(out, "\n"), "only the header")
+	})
+
+	contract := filepath.Join(t.TempDir(), "task.yaml")
+	require.NoError(t, os.WriteFile(contract, []byte(fmt.Sprintf(handoffContract, "cli-task", "runner@127.0.0.1:1", "SHA256:"+strings.Repeat("A", 43), "required", "1h", "1")), 0o600))
+	keyDir := t.TempDir()
+	loose := filepath.Join(keyDir, "loose")
+	require.NoError(t, os.WriteFile(loose, []byte("not read"), 0o644))
+	garbage := filepath.Join(keyDir, "garbage")
+	require.NoError(t, os.WriteFile(garbage, []byte("not a key"), 0o600))
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"a-mac-contract-without-a-key-does-not-start", nil, "--mac-key FILE or $SANDBOX_MCP_MAC_KEY_FILE"},
+		{"a-key-readable-by-others-is-refused", []string{"--mac-key", loose}, "chmod 600"},
+		{"a-file-that-is-no-key-is-refused", []string{"--mac-key", garbage}, "mac key " + garbage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, append([]string{"serve", "--contract", contract, "--state", t.TempDir()}, tc.args...)...)
+			cmd.Env = append(os.Environ(), "SANDBOX_MCP_TEST_CANARY="+canary, "SANDBOX_MCP_MAC_KEY_FILE=")
+			out, err := cmd.CombinedOutput()
+			require.Error(t, err, "serve must not start: %s", out)
+			assert.Contains(t, string(out), tc.msg)
+		})
+	}
+}

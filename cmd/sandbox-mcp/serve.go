@@ -97,6 +97,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return exitCode(1, err.Error())
 	}
+	macRunner, err := openMacRunner(c, f.macKey, logger)
+	if err != nil {
+		return err
+	}
 	state := f.state
 	if state == "" {
 		if state, err = defaultStateDir(c.Task.ID); err != nil {
@@ -131,10 +135,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stopBackend()
 
-	macRunner, err := openMacRunner(c, f.macKey, logger)
-	if err != nil {
-		return err
-	}
 	task, err := tools.NewTask(tools.Options{
 		Contract: c, E2B: client, Store: st, Credentials: creds, Mac: macRunner,
 		Audit: alog.Logger(), Logger: logger,

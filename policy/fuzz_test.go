@@ -67,6 +67,15 @@ func simpleReading(t *testing.T, rules []contracts.CommandRule, cmd string, d De
 	if err != nil {
 		t.Fatalf("allowed a command that does not parse: %q: %v", cmd, err)
 	}
+	// Read the program as the printer writes it back, parsed again, so the
+	// check does not share the engine's view of the original text.
+	var printed strings.Builder
+	if err := syntax.NewPrinter().Print(&printed, f); err != nil {
+		t.Fatalf("cannot print %q: %v", cmd, err)
+	}
+	if f, err = syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(printed.String()), ""); err != nil {
+		t.Fatalf("printed form of allowed %q does not parse: %q: %v", cmd, printed.String(), err)
+	}
 	cwd := d.Effective.(*RunEffective).Cwd
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {

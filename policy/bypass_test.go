@@ -145,6 +145,9 @@ func TestKnownBypasses(t *testing.T) {
 		// Path restrictions (FS CVE-2025-53110, MAVSDK#3069, bounty-challenge#7193, proftpd#2170)
 		{"path-prefix-without-separator", "echo x > /work_secret/x", "echo x > /work/secret"},
 		{"path-dotdot", "echo x > /work/../etc/x", "echo x > /work/a/../b"},
+		{"path-glob-dotdot-in-tee", "echo x | tee /work/.[.]/etc/x", "echo x | tee /work/x"},
+		{"path-glob-dotdot-in-cd", "cd /work/.[.] && echo x > etc/x", "cd /work && echo x > x"},
+		{"path-glob-dotdot-in-redirect", "echo x > /work/.[.]/etc/x", ""},
 		{"path-proc-self-root", "echo x > /proc/self/root/work/x", ""},
 		{"path-proc-self-cwd", "echo x > /proc/self/cwd/x", ""},
 		{"path-dev-fd", "echo x > /dev/fd/3", "echo x > /dev/null"},

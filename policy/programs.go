@@ -106,8 +106,11 @@ func (a *analysis) checkPath(p string, write bool, what string) *denial {
 	if write {
 		rule, roots, verb = "paths.write", a.c.Paths.Write, "writable"
 	}
-	if strings.HasPrefix(p, "~") {
-		return denyf(rule, "%s %q: ~ is not supported; write the path out; %s: %s", what, printable(p), verb, listRoots(roots))
+	if strings.HasPrefix(p, "~") || strings.ContainsAny(p, "*?[") {
+		// The shell may expand a pattern in an argument (/work/.[.]/etc
+		// names /etc); quoting is gone by now, so any pattern character is
+		// refused.
+		return denyf(rule, "%s %q: ~ and pattern characters (* ? [) are not supported in paths; write the path out; %s: %s", what, printable(p), verb, listRoots(roots))
 	}
 	for _, cwd := range a.cwds {
 		cp, why := cleanPath(p, cwd)

@@ -533,8 +533,8 @@ func (a *analysis) cd(argv []string) *denial {
 	if a.loop > 0 {
 		return denyf("builtin.cd", "cd inside a loop is not supported")
 	}
-	if strings.HasPrefix(args[0], "~") {
-		return denyf("builtin.cd", "cd ~ is not supported; write the directory out")
+	if strings.HasPrefix(args[0], "~") || strings.ContainsAny(args[0], "*?[") {
+		return denyf("builtin.cd", "cd to %q: ~ and pattern characters are not supported; write the directory out", printable(args[0]))
 	}
 	var next []string
 	for _, cwd := range a.cwds {

@@ -175,7 +175,7 @@ func (t *Task) handoffToMac(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if h != nil && h.State == store.HandoffPending {
 		// Ask again if the client can; otherwise report it still waiting.
 		if ok, _ := canElicit(ctx); !ok {
-			return t.handoffResult(*h, false, "still waiting for the owner's approval; nothing has run. "+approveHint(*h)), nil
+			return t.handoffResult(*h, false, joinNotice(notice, "still waiting for the owner's approval; nothing has run. "+approveHint(*h))), nil
 		}
 	}
 	if h == nil {
@@ -275,10 +275,15 @@ func (t *Task) runHandoff(ctx context.Context, req mcp.CallToolRequest, h *store
 		h.Inputs[i].StagedPath = ws.Staged[h.Inputs[i].Name]
 	}
 	check("host-key-pinned", !errors.Is(err, ErrMacHostKey), "pinned "+h.Runner.HostKey)
+	if errors.Is(err, ErrMacHostKey) {
+		// Refused before login: there is nothing on the Mac to clean up,
+		// and nothing should be sent to a host we cannot identify.
+		h.Cleanup = &store.HandoffCleanup{WorkspaceRemoved: true, ProcessesGone: true, At: t.now().UTC()}
+		check("workspace-removed", true, "nothing was created: the connection was refused before login")
+		return fail(owner, "staging failed: "+err.Error())
+	}
 	if err != nil {
-		if !errors.Is(err, ErrMacHostKey) {
-			check("inputs-verified-on-mac", false, err.Error())
-		}
+		check("inputs-verified-on-mac", false, err.Error())
 		t.cleanup(ctx, h, ws)
 		return fail(owner, "staging failed: "+err.Error())
 	}
@@ -343,7 +348,7 @@ func (t *Task) runHandoff(ctx context.Context, req mcp.CallToolRequest, h *store
 		}
 		h.Outputs = append(h.Outputs, out)
 	}
-	if len(step.Outputs) > 0 {
+	if len(step.Outputs) > 0 && !res.TimedOut {
 		check("outputs-present", !errors.Is(runErr, ErrMacOutputMissing), errString(runErr))
 	}
 

@@ -93,7 +93,8 @@ type Cmd struct {
 	// Env is the complete environment, "KEY=value" entries. HOME, USER,
 	// LOGNAME and PATH are added when missing.
 	Env []string
-	// Dir is the working directory inside the sandbox. If empty, /home/user.
+	// Dir is the working directory inside the sandbox; a relative one is
+	// taken from /home/user. If empty, /home/user.
 	Dir string
 	// Stdin makes Process.Stdin a pipe to the command. If false, the
 	// command's stdin is /dev/null.

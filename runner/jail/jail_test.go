@@ -374,6 +374,28 @@ func TestFileAccessDoesNotFollowSymlinksOut(t *testing.T) {
 		assert.True(t, writable)
 		assert.Equal(t, filepath.Join(s.dir, "home", "d", "f"), hp)
 	})
+	t.Run("chown-does-not-follow-a-planted-link", func(t *testing.T) {
+		if _, _, ok := s.Owner(); !ok {
+			t.Skip("Chown is a no-op when the server is not root")
+		}
+		victim := filepath.Join(t.TempDir(), "victim")
+		require.NoError(t, os.WriteFile(victim, nil, 0o600))
+		r := run(t, s, fmt.Sprintf("ln -s %s /home/user/dirlink && echo ok", filepath.Dir(victim)))
+		require.Equal(t, "ok\n", r.stdout, r.stderr)
+		assert.Error(t, s.Chown(filepath.Join(s.dir, "home", "dirlink", "victim")))
+		fi, err := os.Stat(victim)
+		require.NoError(t, err)
+		assert.Equal(t, uint32(os.Geteuid()), fi.Sys().(*syscall.Stat_t).Uid, "the host file keeps its owner")
+		// The neighbour: a file the server wrote in the area is handed over.
+		own := filepath.Join(s.dir, "home", "d", "server-wrote")
+		require.NoError(t, os.WriteFile(own, nil, 0o644))
+		require.NoError(t, s.Chown(own))
+		uid, _, _ := s.Owner()
+		fi, err = os.Lstat(own)
+		require.NoError(t, err)
+		assert.Equal(t, uint32(uid), fi.Sys().(*syscall.Stat_t).Uid)
+		assert.Error(t, s.Chown("/etc/passwd"))
+	})
 	t.Run("paths-outside-the-areas-are-refused", func(t *testing.T) {
 		for _, p := range []string{"/etc/passwd", "/home/user2/x", "/home/user/../../etc/passwd", "relative", "/tmpx"} {
 			_, _, err := s.HostPath(p)
@@ -543,6 +565,17 @@ func TestExitStatus(t *testing.T) {
 	})
 	t.Run("path-lookup-args-env-dir-and-stdin", func(t *testing.T) {
 		p, err := s.Start(context.Background(), Cmd{Path: "bash", Args: []string{"-c", `echo "$1 $FOO $(pwd)"; cat`, "argv0", "one"},
+			Env: []string{"FOO=bar"}, Dir: "/tmp", Stdin: true})
+		require.NoError(t, err)
+		_, err = p.Stdin().Write([]byte("from stdin\n"))
+		require.NoError(t, err)
+		require.NoError(t, p.Stdin().Close())
+		assert.Equal(t, "one bar /tmp\nfrom stdin\n", collect(t, p).stdout)
+		require.Equal(t, "ok\n", run(t, s, "mkdir -p /home/user/proj && echo ok").stdout)
+		p, err = s.Start(context.Background(), Cmd{Path: "pwd", Dir: "proj"})
+		require.NoError(t, err)
+		assert.Equal(t, "/home/user/proj\n", collect(t, p).stdout, "a relative Dir is taken from /home/user")
+		p, err = s.Start(context.Background(), Cmd{Path: "bash", Args: []string{"-c", `echo "$1 $FOO $(pwd)"; cat`, "argv0", "one"},
 			Env: []string{"FOO=bar"}, Dir: "/tmp", Stdin: true})
 		require.NoError(t, err)
 		_, err = p.Stdin().Write([]byte("from stdin\n"))

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"runtime"
 	"sync"
 	"syscall"
@@ -86,6 +87,8 @@ func (s *Sandbox) Start(ctx context.Context, c Cmd) (*Process, error) {
 	}
 	if cfg.Dir == "" {
 		cfg.Dir = HomeDir
+	} else if !path.IsAbs(cfg.Dir) {
+		cfg.Dir = path.Join(HomeDir, cfg.Dir)
 	}
 	size := len(cfg.Path) + len(cfg.Dir)
 	for _, a := range cfg.Args {

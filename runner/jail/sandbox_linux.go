@@ -271,9 +271,11 @@ func (s *Sandbox) Owner() (uid, gid int, ok bool) {
 	return s.hostUID, s.hostGID, s.asRoot
 }
 
-// Chown makes a file the server wrote under Dir owned by the sandbox's user
-// (without following a final symlink). It is a no-op when the server does
-// not run as root, since the user is then the server's own uid.
+// Chown makes a file the server wrote under Dir owned by the sandbox's user.
+// It resolves hostPath beneath Dir without following symlinks out of it
+// (nor a final symlink), so a link the sandbox planted cannot redirect the
+// chown. It is a no-op when the server does not run as root, since the
+// user is then the server's own uid.
 func (s *Sandbox) Chown(hostPath string) error {
 	if !s.asRoot {
 		return nil
@@ -282,10 +284,16 @@ func (s *Sandbox) Chown(hostPath string) error {
 	if err != nil {
 		return fmt.Errorf("jail: chown: %w", err)
 	}
-	if abs != s.dir && !strings.HasPrefix(abs, s.dir+string(filepath.Separator)) {
+	rel, err := filepath.Rel(s.dir, abs)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		return fmt.Errorf("jail: chown %s: not under the sandbox directory %s", hostPath, s.dir)
 	}
-	if err := os.Lchown(abs, s.hostUID, s.hostGID); err != nil {
+	root, err := os.OpenRoot(s.dir)
+	if err != nil {
+		return fmt.Errorf("jail: chown: %w", err)
+	}
+	defer root.Close()
+	if err := root.Lchown(rel, s.hostUID, s.hostGID); err != nil {
 		return fmt.Errorf("jail: chown: %w", err)
 	}
 	return nil

@@ -366,3 +366,26 @@ func TestRunnerOnAMacLikeHost(t *testing.T) {
 		assert.Empty(t, strings.TrimSpace(string(out)))
 	})
 }
+
+func TestRunnerKillsTheStepWhenTheCallIsCancelled(t *testing.T) {
+	d := mactest.Start(t)
+	r := newRunner(t, d, nil)
+	ctx := context.Background()
+	ws, err := r.Prepare(ctx, job(t))
+	require.NoError(t, err)
+	defer r.Release(ctx, ws)
+	marker := fmt.Sprintf("%d", 100000+time.Now().UnixNano()%800000)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &syncWriter{on: func(s string) {
+		if strings.Contains(s, "started") {
+			cancel()
+		}
+	}}
+	res, err := r.Run(cctx, ws, step(time.Hour, nil, "sh", "-c", "echo started; sleep "+marker), w)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.False(t, res.TimedOut)
+	assert.True(t, res.Killed, res.KillDetail)
+	out, _ := exec.Command("pgrep", "-f", "sleep "+marker).Output()
+	assert.Empty(t, strings.TrimSpace(string(out)), "the step is gone from the Mac")
+}

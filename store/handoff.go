@@ -394,15 +394,18 @@ func (s *Store) TakeDecision(id string) (*Decision, error) {
 		return nil, err
 	}
 	p := filepath.Join(s.dir, "approvals", id+".json")
-	raw, err := readLimited(p)
-	if errors.Is(err, os.ErrNotExist) {
+	// Claim the file by renaming it first, so a decision written meanwhile
+	// is neither lost nor taken twice.
+	claimed := filepath.Join(s.dir, "approvals", ".taken-"+id)
+	if err := os.Rename(p, claimed); errors.Is(err, os.ErrNotExist) {
 		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("store: take decision on %s: %w", id, err)
 	}
+	defer os.Remove(claimed)
+	raw, err := readLimited(claimed)
 	if err != nil {
 		return nil, fmt.Errorf("store: read decision on %s: %w", id, err)
-	}
-	if err := os.Remove(p); err != nil {
-		return nil, fmt.Errorf("store: take decision on %s: %w", id, err)
 	}
 	var d Decision
 	if err := json.Unmarshal(raw, &d); err != nil {

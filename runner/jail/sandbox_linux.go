@@ -438,7 +438,14 @@ func check() error {
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
 		Pdeathsig:   syscall.SIGKILL,
 	}
+	if os.Geteuid() == 0 { // as a sandbox's namespace holder starts
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = true
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+	}
 	out, err := cmd.CombinedOutput()
+	if errors.Is(err, syscall.EACCES) {
+		return fmt.Errorf("jail: the jail re-executes this program as an unprivileged uid, which may not execute it (%v): make the binary executable by others (chmod o+rx)", err)
+	}
 	if err != nil {
 		return fmt.Errorf("jail: cannot create namespaces here (%v %s): enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, kernel.apparmor_restrict_unprivileged_userns=0), run outside a container that forbids them, or use the e2b backend", err, strings.TrimSpace(string(out)))
 	}

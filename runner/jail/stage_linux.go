@@ -357,7 +357,13 @@ func cloexecFrom(fd int) {
 }
 
 // stageEnvFor is the whole environment of a re-executed stage: the stage
-// selector, and a Go runtime kept small (one P, no GC) for a fast start.
+// selector, and a Go runtime kept small (one P) for a fast start. The
+// short-lived exec stage also skips the GC; the zygote and inits live long
+// and keep it.
 func stageEnvFor(stage string) []string {
-	return []string{stageEnv + "=" + stage, "GOMAXPROCS=1", "GOGC=off"}
+	env := []string{stageEnv + "=" + stage, "GOMAXPROCS=1"}
+	if stage == stageExec {
+		env = append(env, "GOGC=off")
+	}
+	return env
 }

@@ -96,6 +96,9 @@ func (s *Sandbox) startZygote(ctx context.Context) (*zygote, error) {
 	}
 	if err := startOnOwnThread(z.cmd, int(dirFD.Fd()), z.release); err != nil {
 		conn.Close()
+		if errors.Is(err, unix.EACCES) {
+			return nil, fmt.Errorf("jail: new: the jail re-executes this program as the sandbox's unprivileged uid %d, which may not execute it (%v): make the binary executable by others (chmod o+rx)", s.hostUID, err)
+		}
 		return nil, fmt.Errorf("jail: new: start the sandbox's namespaces: %w", err)
 	}
 	go func() {

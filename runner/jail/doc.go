@@ -10,10 +10,13 @@
 // A Sandbox is a host directory (Config.Dir) holding two writable areas,
 // Dir/home (/home/user inside) and Dir/tmp (/tmp inside), plus limits. The
 // jail's stages are the current binary re-executed (/proc/self/exe) and
-// selected by an environment variable that this package's init() reads.
-// Programs that import jail must therefore do nothing with side effects in
-// their own init functions: in the re-executed copy, jail's init() takes
-// over before main runs (it also works in test binaries).
+// selected by an environment variable that this package's init() reads;
+// in the re-executed copy, jail's init() takes over before main runs (it
+// also works in test binaries). Programs that import jail must therefore
+// do nothing before main that has side effects: package init functions run
+// in every stage (the ones of packages initialised before jail's run first,
+// and cost start-up time), and main never runs there. The binary must be
+// executable by the sandbox's unprivileged uid (mode o+rx); Check says so.
 //
 // New starts the sandbox's namespace holder (the "zygote" stage): root of a
 // new user namespace whose only id maps to an unprivileged host uid — the
@@ -95,5 +98,6 @@
 // the server is not root, the sandbox's user is the server's own host uid:
 // the namespaces keep them apart, but the kernel's per-uid accounting and
 // keyrings are shared. Timing and resource side channels (CPU, cache,
-// /proc/meminfo, load) are not hidden.
+// /proc/meminfo, load) are not hidden, and /proc/self/mountinfo shows the
+// host path of Dir.
 package jail

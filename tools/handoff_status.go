@@ -40,7 +40,7 @@ func (t *Task) handoffStatus(ctx context.Context, req mcp.CallToolRequest) (*mcp
 		return t.badArgs(ctx, tool, err), nil
 	}
 	if !store.ValidName.MatchString(a.HandoffID) {
-		return mcp.NewToolResultError(fmt.Sprintf("handoff_status: %q is not a handoff id (task %s)", printableID(a.HandoffID), t.c.Task.ID)), nil
+		return mcp.NewToolResultError(fmt.Sprintf("handoff_status: %q is not a handoff id (task %s, contract %s)", printableID(a.HandoffID), t.c.Task.ID, t.hash)), nil
 	}
 	// Decisions are taken under the handoff lock, so a decision is never
 	// applied to a record a running handoff is updating.
@@ -50,7 +50,7 @@ func (t *Task) handoffStatus(ctx context.Context, req mcp.CallToolRequest) (*mcp
 	}
 	h, err := t.store.GetHandoff(ctx, t.c.Task.ID, a.HandoffID)
 	if errors.Is(err, store.ErrNotFound) {
-		return mcp.NewToolResultError(fmt.Sprintf("handoff_status: no handoff %s in task %s", a.HandoffID, t.c.Task.ID)), nil
+		return mcp.NewToolResultError(fmt.Sprintf("handoff_status: no handoff %s (task %s, contract %s)", a.HandoffID, t.c.Task.ID, t.hash)), nil
 	}
 	if err != nil {
 		return t.failed(ctx, tool, err), nil

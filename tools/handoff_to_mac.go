@@ -127,7 +127,7 @@ func (t *Task) handoffToMac(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 		revision = t.c.Task.Source.Revision
 	}
 	if !t.hmu.TryLock() {
-		return mcp.NewToolResultError(fmt.Sprintf("handoff_to_mac: another handoff of task %s is in progress; wait for it (handoff_status) and retry", t.c.Task.ID)), nil
+		return mcp.NewToolResultError(fmt.Sprintf("handoff_to_mac: another handoff of this task is in progress; wait for it (handoff_status) and retry (task %s, contract %s)", t.c.Task.ID, t.hash)), nil
 	}
 	defer t.hmu.Unlock()
 
@@ -508,7 +508,7 @@ func (t *Task) handoffResult(h store.Handoff, isErr bool, msg string) *mcp.CallT
 		code := h.Steps[n-1].ExitCode
 		out.ExitCode = &code
 	}
-	text := fmt.Sprintf("handoff %s: %s. %s (record %s)", h.ID, h.State, msg, out.URI)
+	text := fmt.Sprintf("handoff %s: %s. %s (record %s; task %s, contract %s)", h.ID, h.State, msg, out.URI, t.c.Task.ID, t.hash)
 	res := t.structured(out, text)
 	res.IsError = isErr
 	return res

@@ -392,6 +392,11 @@ func TestHandoffE2EOutOfBandApproval(t *testing.T) {
 
 	st := structured(t, s.call(t, "handoff_status", map[string]any{"handoff_id": first}))
 	assert.Equal(t, "pending_approval", st["state"])
+	for _, bad := range []string{"h-000000000000", "../../store/state.db"} {
+		res := s.call(t, "handoff_status", map[string]any{"handoff_id": bad})
+		assert.True(t, res.IsError, bad)
+		assert.Contains(t, resultText(res), "contract sha256:", "an error names the task and contract")
+	}
 
 	out, _, code := runBinary(t, bin, "handoff", "list", "--state", env.state)
 	require.Equal(t, 0, code)

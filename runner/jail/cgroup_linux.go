@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-const cgroupRoot = "/sys/fs/cgroup"
+// cgroupRoot is where cgroups are mounted (a variable for tests).
+var cgroupRoot = "/sys/fs/cgroup"
 
 // cgroups is a sandbox's control groups: one directory per v1 controller,
 // or one v2 directory.

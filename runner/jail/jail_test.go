@@ -659,6 +659,49 @@ func TestPauseAndResume(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestCgroupV2 runs a sandbox under a cgroup v2 hierarchy where this host
+// has one mounted beside v1 (its controllers may all be on v1: then only
+// the freezer and kill parts of v2 are in use, and rlimits stand in).
+func TestCgroupV2(t *testing.T) {
+	const unified = "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(unified + "/cgroup.controllers"); err != nil {
+		t.Skip("no cgroup v2 hierarchy at " + unified)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("cgroup v2 is used only as root")
+	}
+	old := cgroupRoot
+	cgroupRoot = unified
+	t.Cleanup(func() { cgroupRoot = old })
+	var buf bytes.Buffer
+	s := newSandbox(t, Config{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	require.NotNil(t, s.cg)
+	require.True(t, s.cg.v2)
+	assert.Contains(t, buf.String(), "pause=cgroup v2 freezer")
+
+	p, err := s.Start(context.Background(), Cmd{Path: "/bin/bash", Args: []string{"-c", "while read l; do echo got-$l; done"}, Stdin: true})
+	require.NoError(t, err)
+	procs, err := os.ReadFile(filepath.Join(s.cg.dirs[0], "cgroup.procs"))
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, len(bytes.Fields(procs)), 3, "holder, init and command are in the sandbox's cgroup")
+	require.NoError(t, s.Pause())
+	_, err = p.Stdin().Write([]byte("a\n"))
+	require.NoError(t, err)
+	got := make(chan string, 1)
+	go func() { b := make([]byte, 6); _, _ = io.ReadFull(p.Stdout(), b); got <- string(b) }()
+	select {
+	case g := <-got:
+		t.Fatalf("a frozen sandbox answered %q", g)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, s.Resume())
+	assert.Equal(t, "got-a\n", <-got)
+	dir := s.cg.dirs[0]
+	require.NoError(t, s.Close())
+	_, err = os.Stat(dir)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the sandbox's cgroup is removed")
+}
+
 func TestCloseIsIdempotentAndRemovesDir(t *testing.T) {
 	if err := Check(); err != nil {
 		t.Skipf("isolation unavailable here: %v", err)

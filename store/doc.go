@@ -8,12 +8,16 @@
 //	state.db                   bbolt database, locked by one process at a time
 //	blobs/sha256/ab/cdef...    artifact contents, named by their sha256 (0600)
 //	blobs/tmp/                 exports in progress; emptied on Open
+//	handoffs/<task>/<id>.json  a copy of each handoff record, readable while
+//	                           the server holds the lock (handoff list/show)
+//	approvals/<id>.json        an operator's approve/deny decision, dropped by
+//	                           `sandbox-mcp handoff approve|deny` and taken once
+//	                           by the server ([Store.TakeDecision])
 //
 // Buckets in state.db: "tasks" (task id → Task JSON), "artifacts" (task id →
 // name → current Artifact JSON), "artifact_versions" (task id → name\x00version
-// → every Artifact ever recorded under that name), "handoffs" (reserved for
-// handoff records: add them in a handoff.go of this package, keyed by task
-// id then handoff id, and do not put anything else there), "meta" (schema
+// → every Artifact ever recorded under that name), "handoffs" (task id →
+// handoff id → Handoff JSON, see handoff.go), "meta" (schema
 // version).
 //
 // Exports are streamed: [Store.PutArtifact] copies through a fixed 32 KiB

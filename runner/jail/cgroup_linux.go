@@ -80,35 +80,63 @@ func newCgroupsV1(name string, l Limits) (*cgroups, string) {
 }
 
 func newCgroupsV2(name string, l Limits, asRoot bool) (*cgroups, string) {
-	if !asRoot {
-		return nil, "cgroup v2 without root: no delegated cgroup is used; rlimits only"
+	var dir string
+	if asRoot {
+		parent := filepath.Join(cgroupRoot, "sandbox-mcp")
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return nil, err.Error()
+		}
+		// The root cgroup may hold processes; "sandbox-mcp" holds none, so
+		// it may hand controllers to its children.
+		_ = writeFile(cgroupRoot, "cgroup.subtree_control", "+pids +memory")
+		_ = writeFile(parent, "cgroup.subtree_control", "+pids +memory")
+		dir = filepath.Join(parent, name)
+	} else {
+		// Without root, use a delegated subtree when there is one (systemd
+		// delegates user@UID.service to its user): a sibling of our own
+		// cgroup, under a parent that holds no processes of its own.
+		own, err := ownCgroupV2()
+		if err != nil || own == "/" {
+			return nil, "cgroup v2 without root and no delegated cgroup to use; rlimits only"
+		}
+		parent := filepath.Join(cgroupRoot, filepath.Dir(own))
+		_ = writeFile(parent, "cgroup.subtree_control", "+pids +memory")
+		dir = filepath.Join(parent, name)
 	}
-	parent := filepath.Join(cgroupRoot, "sandbox-mcp")
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return nil, err.Error()
-	}
-	// The root cgroup may hold processes; "sandbox-mcp" holds none, so it
-	// may hand controllers to its children.
-	_ = writeFile(cgroupRoot, "cgroup.subtree_control", "+pids +memory")
-	_ = writeFile(parent, "cgroup.subtree_control", "+pids +memory")
-	dir := filepath.Join(parent, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, err.Error()
+		return nil, fmt.Sprintf("cgroup v2: %v; rlimits only", err)
 	}
-	cg := &cgroups{kind: "cgroup v2", v2: true, dirs: []string{dir}, freezer: true, freezerDir: dir}
+	cg := &cgroups{kind: "cgroup v2", v2: true, dirs: []string{dir}}
 	var notes []string
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.freeze")); err == nil {
+		cg.freezer, cg.freezerDir = true, dir
+	}
 	if err := writeFile(dir, "pids.max", strconv.Itoa(l.Processes)); err != nil {
-		notes = append(notes, err.Error())
+		notes = append(notes, "no pids controller here")
 	} else {
 		cg.pids, cg.pidsDir = true, dir
 	}
 	if err := writeFile(dir, "memory.max", strconv.FormatInt(l.MemoryBytes, 10)); err != nil {
-		notes = append(notes, err.Error())
+		notes = append(notes, "no memory controller here")
 	} else {
 		cg.memory, cg.memDir = true, dir
 		_ = writeFile(dir, "memory.swap.max", "0")
 	}
 	return cg, strings.Join(notes, "; ")
+}
+
+// ownCgroupV2 is this process's cgroup v2 path ("0::/path").
+func ownCgroupV2() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return filepath.Clean(p), nil
+		}
+	}
+	return "", errors.New("no cgroup v2 entry in /proc/self/cgroup")
 }
 
 func writeFile(dir, name, value string) error {

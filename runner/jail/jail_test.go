@@ -702,6 +702,43 @@ func TestCgroupV2(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "the sandbox's cgroup is removed")
 }
 
+// TestCgroupV2DelegatedSubtree checks the non-root v2 path: a cgroup made
+// beside the server's own, under its parent. It plays the delegated
+// subtree on the unified hierarchy by moving this test process into a leaf.
+func TestCgroupV2DelegatedSubtree(t *testing.T) {
+	const unified = "/sys/fs/cgroup/unified"
+	if _, err := os.Stat(unified + "/cgroup.controllers"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and a cgroup v2 hierarchy at " + unified)
+	}
+	own, err := ownCgroupV2()
+	require.NoError(t, err)
+	old := cgroupRoot
+	cgroupRoot = unified
+	t.Cleanup(func() { cgroupRoot = old })
+	deleg := filepath.Join(unified, randomName("jail-test-deleg-"))
+	require.NoError(t, os.MkdirAll(filepath.Join(deleg, "server"), 0o755))
+	require.NoError(t, writeFile(filepath.Join(deleg, "server"), "cgroup.procs", strconv.Itoa(os.Getpid())))
+	t.Cleanup(func() {
+		_ = writeFile(filepath.Join(unified, own), "cgroup.procs", strconv.Itoa(os.Getpid()))
+		_ = os.Remove(filepath.Join(deleg, "server"))
+		_ = os.Remove(deleg)
+	})
+
+	cg, note := newCgroupsV2("jail-test-sb", Limits{}.withDefaults(), false)
+	require.NotNil(t, cg, note)
+	assert.Equal(t, filepath.Join(deleg, "jail-test-sb"), cg.dirs[0], "made beside the server's own cgroup")
+	sleeper := exec.Command("/bin/sleep", "1000")
+	require.NoError(t, sleeper.Start())
+	require.NoError(t, cg.attach(sleeper.Process.Pid))
+	assert.Equal(t, []int{sleeper.Process.Pid}, cg.procs())
+	require.True(t, cg.freezer)
+	require.NoError(t, cg.freeze(true))
+	require.NoError(t, cg.freeze(false))
+	cg.killAll()
+	_ = sleeper.Wait()
+	require.NoError(t, cg.remove())
+}
+
 func TestCloseIsIdempotentAndRemovesDir(t *testing.T) {
 	if err := Check(); err != nil {
 		t.Skipf("isolation unavailable here: %v", err)

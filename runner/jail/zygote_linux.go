@@ -108,8 +108,15 @@ func (s *Sandbox) startZygote(ctx context.Context) (*zygote, error) {
 	}()
 	if s.cg != nil {
 		if err := s.cg.attach(z.cmd.Process.Pid); err != nil {
-			z.close()
-			return nil, err
+			if s.asRoot {
+				z.close()
+				return nil, err
+			}
+			// A delegated cgroup we may create but not move into: fall
+			// back to rlimits, and say so.
+			s.logger.Warn("jail: cannot use the sandbox's cgroup; rlimits only", "error", err)
+			_ = s.cg.remove()
+			s.cg = nil
 		}
 	}
 	if s.asRoot {

@@ -66,7 +66,8 @@
 // non-dumpable and ignores catchable signals, so the sandbox's user, which
 // shares their host uid, can neither ptrace nor stop them.
 //
-// Limits: with writable cgroups (v1 controllers, or v2 as root) a sandbox
+// Limits: with writable cgroups (v1 controllers, or v2 as root or in a
+// delegated subtree such as systemd's user@UID.service) a sandbox
 // gets its own pids and memory cgroups (one budget for all its commands)
 // and a freezer for Pause; otherwise RLIMIT_NPROC per command and
 // RLIMIT_DATA per process stand in, and Pause sends SIGSTOP. RLIMIT_FSIZE,

@@ -37,7 +37,8 @@ type Limits struct {
 	// If zero, 256.
 	Processes int
 	// MemoryBytes is the memory the sandbox may use: the total of all its
-	// processes under a memory cgroup, else a per-process RLIMIT_DATA.
+	// processes under a memory cgroup (the jail's helpers count too, a few
+	// MiB), else a per-process RLIMIT_DATA. /dev/shm is bounded by it too.
 	// If zero, 1 GiB.
 	MemoryBytes int64
 	// FileBytes is the largest file a command may write (RLIMIT_FSIZE).

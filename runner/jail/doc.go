@@ -78,6 +78,9 @@
 // an os.Root, which refuses to follow a symlink the sandbox planted out of
 // the area; HostPath refuses paths that contain a symlink at all.
 //
+// It needs Linux 5.3 or later with user namespaces open to the server's
+// user; Check says what is missing.
+//
 // # What it protects against, and what not
 //
 // It stops a command run as the sandbox's user from reading or writing host

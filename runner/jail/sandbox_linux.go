@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // hostIDBase and hostIDSpan pick the unprivileged host uid/gid a sandbox's
@@ -409,7 +411,19 @@ func Check() error {
 	return checkErr
 }
 
+// minKernel is the oldest kernel the jail supports: pidfds (5.3) keep
+// signals from ever reaching a reused pid.
+var minKernel = [2]int{5, 3}
+
 func check() error {
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err == nil {
+		var major, minor int
+		if _, err := fmt.Sscanf(unix.ByteSliceToString(uts.Release[:]), "%d.%d", &major, &minor); err == nil &&
+			(major < minKernel[0] || major == minKernel[0] && minor < minKernel[1]) {
+			return fmt.Errorf("jail: kernel %d.%d is older than %d.%d, the oldest the local sandbox supports; use the e2b backend", major, minor, minKernel[0], minKernel[1])
+		}
+	}
 	if _, err := os.Stat("/proc/self/ns/user"); err != nil {
 		return errors.New("jail: this kernel has no user namespaces (CONFIG_USER_NS); use the e2b backend")
 	}

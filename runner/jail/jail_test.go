@@ -861,7 +861,7 @@ func TestUnprivilegedServer(t *testing.T) {
 	if run == "" {
 		run = "."
 	}
-	cmd := exec.Command(bin, "-test.run", run, "-test.skip", "TestUnprivilegedServer|Benchmark", "-test.count=1")
+	cmd := exec.Command(bin, "-test.run", run, "-test.skip", "TestUnprivilegedServer|Benchmark", "-test.count=1", "-test.v")
 	cmd.Dir = filepath.Join(base, "work")
 	cmd.Env = []string{"JAIL_TEST_UNPRIVILEGED=1", "HOME=" + filepath.Join(base, "home"), "TMPDIR=" + filepath.Join(base, "tmp"), "PATH=/usr/bin:/bin"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}

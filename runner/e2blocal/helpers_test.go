@@ -110,6 +110,10 @@ func (e *testEnv) create(body api.NewSandbox) api.Sandbox {
 	if body.TemplateID == "" {
 		body.TemplateID = "base"
 	}
+	if body.Timeout == nil {
+		t := int32(600) // the API's default (15 s) is shorter than a slow -race run
+		body.Timeout = &t
+	}
 	if body.AllowInternetAccess == nil {
 		f := false
 		body.AllowInternetAccess = &f

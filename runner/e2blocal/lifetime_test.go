@@ -82,7 +82,8 @@ func TestCloseLeavesNothing(t *testing.T) {
 	srv, err := New(Options{Dir: dir, APIKey: testKey, Logger: testLogger(t)})
 	require.NoError(t, err)
 	ts := httptest.NewServer(srv.Handler())
-	defer ts.Close()
+	t.Cleanup(ts.Close)
+	t.Cleanup(func() { _ = srv.Close(context.Background()) }) // runs first, even on failure
 	c, err := api.NewClientWithResponses(ts.URL, api.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 		r.Header.Set("X-API-Key", testKey)
 		return nil
@@ -90,18 +91,18 @@ func TestCloseLeavesNothing(t *testing.T) {
 	require.NoError(t, err)
 	e := &testEnv{t: t, srv: srv, ts: ts, dir: dir, api: c}
 
-	m := marker(t)
+	m1, m2 := marker(t), marker(t)
 	running := e.create(api.NewSandbox{})
-	startSleeper(t, e, running, m)
+	startSleeper(t, e, running, m1)
 	paused := e.create(api.NewSandbox{})
-	startSleeper(t, e, paused, m)
+	startSleeper(t, e, paused, m2)
 	resp, err := c.PauseSandboxWithResponse(context.Background(), paused.SandboxID, api.PauseSandboxJSONRequestBody{})
 	require.NoError(t, err)
 	require.Equal(t, 204, resp.StatusCode())
-	require.Len(t, procsWith(m), 4)
 
 	require.NoError(t, srv.Close(context.Background()))
-	assert.Empty(t, procsWith(m), "Close must wait for every process to be gone")
+	assert.Empty(t, procsWith(m1), "Close must wait for every process to be gone")
+	assert.Empty(t, procsWith(m2), "Close must kill paused processes too")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Empty(t, entries, "Close must remove every sandbox directory")

@@ -21,8 +21,9 @@ import (
 func marker(t testing.TB) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	// A sleep duration nobody else uses: "1000.<random digits>".
-	return fmt.Sprintf("%d.%d", 1000, uint32(b[0])<<16|uint32(b[1])<<8|uint32(b[2]))
+	// A sleep duration nobody else uses: "1000.<8 random digits>"; fixed
+	// width, so one marker is never a substring of another.
+	return fmt.Sprintf("1000.%08d", (uint32(b[0])<<16|uint32(b[1])<<8|uint32(b[2]))%100000000)
 }
 
 func TestProcessStart(t *testing.T) {

@@ -181,7 +181,10 @@ func TestHostFilesAreNotVisible(t *testing.T) {
 	require.NoError(t, s.Chown(filepath.Join(s.home, "mine.txt")))
 	for _, c := range canaries {
 		t.Run("canary-"+filepath.Base(filepath.Dir(c))+"-is-unreadable", func(t *testing.T) {
-			r := run(t, s, fmt.Sprintf("cat %q; ls %q; grep -rl %q /etc /home /tmp /var 2>/dev/null | head -3", c, filepath.Dir(c), secret))
+			// Direct, and through the /proc and /dev/fd aliases of roots and
+			// working directories.
+			r := run(t, s, fmt.Sprintf("cat %[1]q /proc/self/root%[1]s /proc/1/root%[1]s /proc/1/cwd/%[3]s; ls %[2]q; exec 9</; cat /dev/fd/9/../..%[1]s; grep -rl %[4]q /etc /home /tmp /var 2>/dev/null | head -3",
+				c, filepath.Dir(c), filepath.Base(c), secret))
 			assert.NotContains(t, r.stdout, secret)
 			assert.NotEqual(t, 0, len(r.stderr), "cat reports the file missing")
 		})

@@ -249,3 +249,55 @@ func TestCreateV2DefaultsAndLimits(t *testing.T) {
 	code, body = e.do(http.MethodPost, "/v2/sandboxes", `{"templateID":"base","allow_internet_access":false}`)
 	assert.Equal(t, http.StatusTooManyRequests, code, string(body))
 }
+
+func TestNetworkFollowsAllowInternetAccess(t *testing.T) {
+	requireJail(t)
+	ctx := context.Background()
+	e := newEnv(t)
+	u, err := url.Parse(e.ts.URL)
+	require.NoError(t, err)
+	// The service itself listens on the host's loopback: reachable only
+	// from a sandbox that shares the host's network.
+	probe := "exec 3<>/dev/tcp/127.0.0.1/" + u.Port() + " && echo reachable"
+	for _, tc := range []struct {
+		name     string
+		internet bool
+		want     bool
+	}{
+		{"no-internet-reaches-nothing-on-the-host", false, false},
+		{"internet-access-shares-the-host-network", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := e.create(api.NewSandbox{AllowInternetAccess: ptr(tc.internet)})
+			r := run(ctx, e.processClient(sb, true), probe)
+			require.NoError(t, r.err)
+			if tc.want {
+				assert.Equal(t, "reachable\n", r.stdout, r.stderr)
+				assert.Equal(t, int32(0), r.end.ExitCode)
+			} else {
+				assert.Empty(t, r.stdout)
+				assert.NotEqual(t, int32(0), r.end.ExitCode)
+			}
+		})
+	}
+}
+
+func TestAutoResumeOnTraffic(t *testing.T) {
+	requireJail(t)
+	ctx := context.Background()
+	e := newEnv(t)
+	sb := e.create(api.NewSandbox{AutoPause: ptr(true), AutoResume: &api.SandboxAutoResumeConfig{Enabled: true}})
+	resp, err := e.api.PauseSandboxWithResponse(ctx, sb.SandboxID, api.PauseSandboxJSONRequestBody{})
+	require.NoError(t, err)
+	require.Equal(t, 204, resp.StatusCode())
+	r := run(ctx, e.processClient(sb, true), "echo awake")
+	require.NoError(t, r.err)
+	assert.Equal(t, "awake\n", r.stdout)
+	d, err := e.api.GetSandboxWithResponse(ctx, sb.SandboxID)
+	require.NoError(t, err)
+	assert.Equal(t, api.Running, d.JSON200.State)
+	assert.True(t, d.JSON200.Lifecycle.AutoResume)
+
+	code, body := e.do(http.MethodPost, "/sandboxes", `{"templateID":"base","autoResume":{"enabled":true}}`)
+	assert.Equal(t, 400, code, "autoResume without autoPause is refused: %s", body)
+}

@@ -18,6 +18,9 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/runner/e2b/envdapi"
 )
 
+// maxRPCBytes caps one Connect request message.
+const maxRPCBytes = 4 << 20
+
 type sandboxKey struct{}
 
 // sandboxFrom returns the sandbox an envd request was routed to.
@@ -35,8 +38,9 @@ func (s *Server) envdHandler() http.Handler {
 			writeError(w, http.StatusBadRequest, err.Error())
 		},
 	})
-	mux.Handle(processconnect.NewProcessHandler(processService{s}))
-	mux.Handle(filesystemconnect.NewFilesystemHandler(filesystemService{s}))
+	limit := connect.WithReadMaxBytes(maxRPCBytes)
+	mux.Handle(processconnect.NewProcessHandler(processService{s}, limit))
+	mux.Handle(filesystemconnect.NewFilesystemHandler(filesystemService{s}, limit))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no envd route %s %s in the local sandbox", r.Method, r.URL.Path))
 	})

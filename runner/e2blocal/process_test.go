@@ -229,6 +229,8 @@ func TestProcessStart(t *testing.T) {
 			{"missing-cwd", &process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/true", Cwd: ptr("/home/user/nope")}}, connect.CodeInvalidArgument},
 			{"bad-env-name", &process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/true", Envs: map[string]string{"A=B": "c"}}}, connect.CodeInvalidArgument},
 			{"pty", &process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/true"}, Pty: &process.PTY{}}, connect.CodeUnimplemented},
+			{"command-over-1MiB", &process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/true", Args: []string{strings.Repeat("a", 2<<20)}}}, connect.CodeInvalidArgument},
+			{"message-over-4MiB", &process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/true", Args: []string{strings.Repeat("a", 5<<20)}}}, connect.CodeResourceExhausted},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				stream, err := pc.Start(ctx, connect.NewRequest(tc.req))

@@ -131,21 +131,29 @@ func New(opts Options) (*Server, error) {
 // Requests with an E2b-Sandbox-Id header (or a 49983-<id>.<domain> host)
 // go to that sandbox's envd; all others are control-plane requests.
 func (s *Server) Handler() http.Handler {
+	return recoverJSON(s.log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, port, ok := envdTarget(r); ok {
+			s.serveEnvd(w, r, id, port)
+			return
+		}
+		s.control.ServeHTTP(w, r)
+	}))
+}
+
+// recoverJSON turns a handler panic into a logged 500 JSON error, so bad
+// input can never take the service down.
+func recoverJSON(log *slog.Logger, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				s.log.Error("e2blocal: handler panic", "error", fmt.Sprint(v), "method", r.Method, "path", r.URL.Path, "stack", string(debug.Stack()))
+				log.Error("e2blocal: handler panic", "error", fmt.Sprint(v), "method", r.Method, "path", r.URL.Path, "stack", string(debug.Stack()))
 				writeError(w, http.StatusInternalServerError, "internal error in the local sandbox service (logged)")
 			}
 		}()
-		if id, port, ok := envdTarget(r); ok {
-			s.serveEnvd(w, r, id, port)
-			return
-		}
-		s.control.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
 

@@ -74,7 +74,8 @@ func (envdHTTP) DownloadFile(w http.ResponseWriter, r *http.Request, params envd
 		httpFSError(w, p, err)
 		return
 	}
-	f, err := root.Open(rel)
+	// O_NONBLOCK: a FIFO the sandbox planted must not hang the request.
+	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		httpFSError(w, p, err)
 		return

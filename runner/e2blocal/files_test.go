@@ -113,6 +113,15 @@ func TestFiles(t *testing.T) {
 		assert.Equal(t, "B", string(bb))
 	})
 
+	t.Run("a-fifo-is-refused-without-hanging", func(t *testing.T) {
+		r := run(ctx, pc, "mkfifo /home/user/pipe")
+		require.NoError(t, r.err)
+		require.Equal(t, int32(0), r.end.ExitCode, r.stderr)
+		code, body := e.download(sb, "/home/user/pipe")
+		assert.Equal(t, 400, code, string(body))
+		assert.Contains(t, string(body), "not a regular file")
+	})
+
 	t.Run("errors-use-envd-status-codes", func(t *testing.T) {
 		code, body := e.download(sb, "/home/user/missing.txt")
 		assert.Equal(t, 404, code)

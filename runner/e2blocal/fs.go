@@ -291,7 +291,7 @@ func (filesystemService) ListDir(ctx context.Context, req *connect.Request[files
 	out := &filesystem.ListDirResponse{}
 	var walk func(rel, sandboxP string, level int) error
 	walk = func(rel, sandboxP string, level int) error {
-		d, err := root.Open(rel)
+		d, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return err
 		}

@@ -34,10 +34,11 @@ func readClientHello(r io.Reader) (raw []byte, hello clientHello, err error) {
 	var msg []byte // the handshake message, reassembled from records
 	var hdr [5]byte
 	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		k, err := io.ReadFull(r, hdr[:])
+		raw = append(raw, hdr[:k]...)
+		if err != nil {
 			return raw, hello, fmt.Errorf("read TLS record: %w", err)
 		}
-		raw = append(raw, hdr[:]...)
 		if hdr[0] != recordTypeHandshake {
 			return raw, hello, errors.New("not a TLS handshake")
 		}
@@ -53,8 +54,8 @@ func readClientHello(r io.Reader) (raw []byte, hello clientHello, err error) {
 		}
 		start := len(raw)
 		raw = append(raw, make([]byte, n)...)
-		if _, err := io.ReadFull(r, raw[start:]); err != nil {
-			return raw, hello, fmt.Errorf("read TLS record: %w", err)
+		if k, err := io.ReadFull(r, raw[start:]); err != nil {
+			return raw[:start+k], hello, fmt.Errorf("read TLS record: %w", err)
 		}
 		msg = append(msg, raw[start:]...)
 		if len(msg) < 4 {

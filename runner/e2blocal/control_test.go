@@ -117,6 +117,7 @@ func TestSandboxLifecycle(t *testing.T) {
 		require.NotNil(t, d.AllowInternetAccess)
 		assert.False(t, *d.AllowInternetAccess)
 		assert.InDelta(t, 300, d.EndAt.Sub(d.StartedAt).Seconds(), 5)
+		assert.Equal(t, int32(1024), d.MemoryMB, "the jail's default memory limit")
 	})
 
 	t.Run("list-filters-by-metadata", func(t *testing.T) {

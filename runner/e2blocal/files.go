@@ -39,22 +39,23 @@ func (envdHTTP) GetEnvs(w http.ResponseWriter, r *http.Request) {
 
 // httpFSError writes a filesystem error with envd's status codes.
 func httpFSError(w http.ResponseWriter, p string, err error) {
+	code := statusOf(err)
+	var msg string
 	switch {
 	case errors.Is(err, errOutside):
-		writeError(w, http.StatusForbidden, err.Error())
-	case errors.Is(err, fs.ErrNotExist):
-		writeError(w, http.StatusNotFound, fmt.Sprintf("path '%s' does not exist", p))
-	case errors.Is(err, fs.ErrPermission):
-		writeError(w, http.StatusForbidden, fmt.Sprintf("path '%s': permission denied", p))
-	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR):
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("path '%s': %v", p, err))
+		msg = err.Error()
 	case isEscape(err):
-		writeError(w, http.StatusForbidden, fmt.Sprintf("path '%s' leaves the sandbox's files (through a symlink or ..)", p))
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		writeError(w, http.StatusInsufficientStorage, fmt.Sprintf("no space left to write '%s'", p))
+		msg = fmt.Sprintf("path '%s' leaves the sandbox's files (through a symlink or ..)", p)
+	case code == http.StatusNotFound:
+		msg = fmt.Sprintf("path '%s' does not exist", p)
+	case code == http.StatusForbidden:
+		msg = fmt.Sprintf("path '%s': permission denied", p)
+	case code == http.StatusInsufficientStorage:
+		msg = fmt.Sprintf("no space left to write '%s'", p)
 	default:
-		writeError(w, http.StatusInternalServerError, fmt.Sprintf("path '%s': %v", p, err))
+		msg = fmt.Sprintf("path '%s': %v", p, err)
 	}
+	writeError(w, code, msg)
 }
 
 func (envdHTTP) DownloadFile(w http.ResponseWriter, r *http.Request, params envdapi.DownloadFileParams) {

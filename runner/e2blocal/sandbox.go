@@ -349,7 +349,7 @@ func (sb *sandbox) detail() api.SandboxDetail {
 		EndAt:               sb.endAt.UTC(),
 		EnvdVersion:         EnvdVersion,
 		Lifecycle:           &api.SandboxLifecycle{AutoResume: sb.spec.autoResume, OnTimeout: onTimeout},
-		MemoryMB:            int32(sb.s.opts.DefaultLimits.MemoryBytes >> 20),
+		MemoryMB:            int32(memoryBytes(sb.s.opts.DefaultLimits) >> 20),
 		Metadata:            &md,
 		Network:             sb.spec.network,
 		SandboxID:           sb.id,
@@ -403,4 +403,13 @@ func randomHex(n int) (string, error) {
 		return "", fmt.Errorf("generate token: %w", err)
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// memoryBytes is the sandbox's memory limit, with the jail's default (1 GiB)
+// for zero.
+func memoryBytes(l jail.Limits) int64 {
+	if l.MemoryBytes > 0 {
+		return l.MemoryBytes
+	}
+	return 1 << 30
 }

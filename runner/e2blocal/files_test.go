@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -331,4 +332,25 @@ func TestEnvdHTTPRoutes(t *testing.T) {
 		assert.Equal(t, 403, code)
 		assert.Contains(t, body, "root is not available")
 	})
+}
+
+func TestUploadOnAFullDiskIs507(t *testing.T) {
+	requireJail(t)
+	dir := filepath.Join(t.TempDir(), "small")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	e := newEnv(t, func(o *Options) { o.Dir = dir })
+	sb := e.create(api.NewSandbox{})
+
+	code, body := e.upload(sb, "/home/user/fits.bin", bytes.NewReader(make([]byte, 1<<20)))
+	require.Equal(t, 200, code, body)
+	code, body = e.upload(sb, "/home/user/too-big.bin", bytes.NewReader(make([]byte, 8<<20)))
+	assert.Equal(t, http.StatusInsufficientStorage, code, body)
+	code, _ = e.download(sb, "/home/user/too-big.bin")
+	assert.Equal(t, 404, code, "the partial upload is removed")
+	code, body = e.upload(sb, "/home/user/fits-again.bin", bytes.NewReader(make([]byte, 1<<20)))
+	assert.Equal(t, 200, code, "the space of the failed upload was given back: %s", body)
 }

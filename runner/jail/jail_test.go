@@ -799,9 +799,14 @@ func TestCanceledStartLeavesTheSandboxWorking(t *testing.T) {
 func TestStartFailsClearlyWhenTheNamespaceHolderIsGone(t *testing.T) {
 	s := newSandbox(t, Config{})
 	assert.Equal(t, "ok\n", run(t, s, "echo ok").stdout)
+	running, err := s.Start(context.Background(), Cmd{Path: "/bin/sleep", Args: []string{"1000"}})
+	require.NoError(t, err)
 	require.NoError(t, s.zygote.cmd.Process.Kill())
 	<-s.zygote.done
-	_, err := s.Start(context.Background(), Cmd{Path: "/bin/true"})
+	st, err := running.Wait()
+	assert.ErrorContains(t, err, "killed from outside", "a command that dies with its holder says so")
+	assert.Equal(t, "signal: killed", st.Status)
+	_, err = s.Start(context.Background(), Cmd{Path: "/bin/true"})
 	assert.ErrorContains(t, err, "namespace holder has ended")
 }
 

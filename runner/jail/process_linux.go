@@ -27,6 +27,7 @@ type Process struct {
 	pid    int      // host pid of the command's jail init
 	pidfd  *os.File // pidfd of that init: signals cannot hit a reused pid
 	pidMu  sync.Mutex
+	killed bool // we sent the init SIGKILL (under pidMu)
 	stdout *os.File
 	stderr *os.File
 	stdin  *os.File // nil unless Cmd.Stdin
@@ -249,9 +250,16 @@ func (p *Process) reap(status *bufio.Reader, stR *os.File) {
 	if final != nil {
 		p.status = statusOf(final.Code, final.Signal)
 	} else {
-		// Only SIGKILL ends the init without a report: from Signal, Close,
-		// the OOM killer, or the server's death.
+		// Only SIGKILL ends the init without a report: from Signal or
+		// Close, or from outside (the OOM killer, the end of the sandbox's
+		// namespace holder), which the error reports.
 		p.status = statusOf(-1, "killed")
+		p.pidMu.Lock()
+		killed := p.killed
+		p.pidMu.Unlock()
+		if !killed {
+			p.err = errors.New("jail: the command's jail was killed from outside (the OOM killer, or the sandbox's namespace holder ended)")
+		}
 	}
 	p.ctlMu.Lock()
 	p.ctl.Close()
@@ -327,6 +335,7 @@ func (p *Process) kill() error {
 	if p.pidfd == nil { // reaped already
 		return nil
 	}
+	p.killed = true
 	err := unix.PidfdSendSignal(int(p.pidfd.Fd()), unix.SIGKILL, nil, 0)
 	if err != nil && err != unix.ESRCH {
 		return fmt.Errorf("jail: kill: %w", err)

@@ -124,6 +124,10 @@ func (s *Sandbox) startZygote(ctx context.Context) (*zygote, error) {
 		// commands set their own score back to 0.
 		_ = os.WriteFile("/proc/"+strconv.Itoa(z.cmd.Process.Pid)+"/oom_score_adj", []byte("-1000"), 0)
 	}
+	if err := ctx.Err(); err != nil {
+		z.close()
+		return nil, err
+	}
 	var rep zygoteReply
 	if _, err := z.roundTrip([]byte(`{}`), nil, &rep); err != nil {
 		z.close()

@@ -555,6 +555,9 @@ func TestExitStatus(t *testing.T) {
 	t.Run("oversized-command-is-refused", func(t *testing.T) {
 		_, err := s.Start(context.Background(), Cmd{Path: "/bin/echo", Args: []string{strings.Repeat("a", 200<<10)}})
 		assert.ErrorContains(t, err, "the most is")
+		// Control characters grow sixfold in the encoding.
+		_, err = s.Start(context.Background(), Cmd{Path: "/bin/echo", Args: []string{strings.Repeat("\x01", 100<<10)}})
+		assert.ErrorContains(t, err, "encode to")
 		r := run(t, s, "echo "+strings.Repeat("a", 64<<10)+" | wc -c")
 		assert.Equal(t, strconv.Itoa(64<<10+1)+"\n", r.stdout)
 	})

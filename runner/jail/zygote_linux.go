@@ -38,6 +38,10 @@ type zygoteRequest struct {
 	Config initConfig
 }
 
+// maxRequestBytes bounds one request to the zygote: a datagram on a unix
+// socket must fit its send buffer (about 208 KiB by default).
+const maxRequestBytes = 192 << 10
+
 // zygoteReply answers a request; the init's pidfd travels alongside.
 type zygoteReply struct {
 	Pid   int
@@ -198,6 +202,9 @@ func (z *zygote) spawn(cfg initConfig, fds []*os.File) (int, *os.File, error) {
 	req, err := json.Marshal(zygoteRequest{Config: cfg})
 	if err != nil {
 		return 0, nil, fmt.Errorf("jail: start: %w", err)
+	}
+	if len(req) > maxRequestBytes {
+		return 0, nil, fmt.Errorf("jail: start: the command's arguments and environment encode to %d bytes; the most is %d", len(req), maxRequestBytes)
 	}
 	var rep zygoteReply
 	got, err := z.roundTrip(req, fds, &rep)

@@ -1076,15 +1076,18 @@ func checkDd(x *argContext) *denial {
 }
 
 func checkZip(x *argContext) *denial {
+	if contains(x.rule.AllowFlags, "-TT") || contains(x.rule.AllowFlags, "--unzip-command") {
+		return nil
+	}
 	for _, a := range x.argv[1:] {
 		if a == "--" {
 			break
 		}
-		if strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "TT") ||
-			strings.HasPrefix(a, "--unz") && !contains(x.rule.AllowFlags, "-TT") {
-			if !contains(x.rule.AllowFlags, "-TT") && !contains(x.rule.AllowFlags, "--unzip-command") {
-				return denyf("builtin.flags", "zip -TT/--unzip-command runs a program; a rule must list -TT in allow_flags to allow it")
-			}
+		// zip's -TT is a two-letter option, also inside a cluster (-qTT).
+		short := strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--") && strings.Contains(a, "TT")
+		long := strings.HasPrefix(a, "--unz") || a == "--un"
+		if short || long {
+			return denyf("builtin.flags", "zip -TT/--unzip-command runs a program; a rule must list -TT in allow_flags to allow it")
 		}
 	}
 	return nil

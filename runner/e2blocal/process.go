@@ -352,7 +352,7 @@ func envdSandbox(ctx context.Context, h http.Header) (*sandbox, error) {
 func keepaliveInterval(h http.Header) time.Duration {
 	if v := h.Get("Keepalive-Ping-Interval"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			return time.Duration(n) * time.Second
+			return time.Duration(min(n, 3600)) * time.Second
 		}
 	}
 	return defaultKeepalive

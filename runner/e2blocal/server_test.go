@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -69,4 +70,25 @@ func TestNewNeedsAKeyAndADir(t *testing.T) {
 	assert.ErrorContains(t, err, "API key")
 	_, err = New(Options{APIKey: testKey})
 	assert.ErrorContains(t, err, "directory")
+}
+
+func TestKeepaliveInterval(t *testing.T) {
+	for _, tc := range []struct {
+		name, header string
+		want         time.Duration
+	}{
+		{"absent-is-envd-default", "", 90 * time.Second},
+		{"sdk-value", "50", 50 * time.Second},
+		{"garbage-is-default", "soon", 90 * time.Second},
+		{"negative-is-default", "-5", 90 * time.Second},
+		{"huge-is-capped-not-overflowed", "99999999999999", time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			if tc.header != "" {
+				h.Set("Keepalive-Ping-Interval", tc.header)
+			}
+			assert.Equal(t, tc.want, keepaliveInterval(h))
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -28,6 +29,7 @@ const (
 	drainGrace        = 200 * time.Millisecond
 	maxProcesses      = 256 // tracked processes per sandbox
 	maxCommandBytes   = 1 << 20
+	stdinWriteTimeout = 30 * time.Second
 	defaultSandboxEnv = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 )
 
@@ -530,7 +532,18 @@ func (ps processService) SendInput(ctx context.Context, req *connect.Request[pro
 	if p.stdin == nil {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d has no stdin (it was started with stdin:false, or stdin was closed)", p.pid))
 	}
+	// A process that never reads its stdin must not hold this call forever.
+	if d, ok := p.stdin.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		dl := time.Now().Add(stdinWriteTimeout)
+		if cd, ok := ctx.Deadline(); ok && cd.Before(dl) {
+			dl = cd
+		}
+		_ = d.SetWriteDeadline(dl)
+	}
 	if _, err := p.stdin.Write(in.Stdin); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("process %d is not reading its stdin", p.pid))
+		}
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("write to process %d: %v", p.pid, err))
 	}
 	return connect.NewResponse(&process.SendInputResponse{}), nil

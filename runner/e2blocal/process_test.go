@@ -320,3 +320,35 @@ func TestEnvdAccess(t *testing.T) {
 		assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
 	})
 }
+
+func TestSendInputToAProcessThatDoesNotRead(t *testing.T) {
+	requireJail(t)
+	ctx := context.Background()
+	e := newEnv(t)
+	sb := e.create(api.NewSandbox{})
+	pc := e.processClient(sb, false)
+	stream, err := pc.Start(ctx, connect.NewRequest(&process.StartRequest{
+		Process: &process.ProcessConfig{Cmd: "/bin/sleep", Args: []string{"60"}},
+	}))
+	require.NoError(t, err)
+	defer stream.Close()
+	require.True(t, stream.Receive())
+	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: stream.Msg().GetEvent().GetStart().GetPid()}}
+
+	_, err = pc.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{Process: sel, Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("small\n")}}}))
+	require.NoError(t, err, "a write that fits the pipe succeeds")
+
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = pc.SendInput(cctx, connect.NewRequest(&process.SendInputRequest{Process: sel, Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: make([]byte, 3<<20)}}}))
+	require.Error(t, err, "a write the process never reads must end at the deadline")
+
+	// The server's write gives up at the client's deadline too; without that
+	// it would hold stdin forever and this call would never return.
+	cctx2, cancel2 := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel2()
+	_, err = pc.CloseStdin(cctx2, connect.NewRequest(&process.CloseStdinRequest{Process: sel}))
+	require.NoError(t, err, "stdin is usable again after the stuck write gave up")
+	_, err = pc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: process.Signal_SIGNAL_SIGKILL}))
+	require.NoError(t, err)
+}

@@ -92,16 +92,19 @@
 // It does not protect against kernel exploits: the namespaces, Landlock,
 // seccomp and the mount table are enforced by the same kernel the command
 // talks to, so a kernel bug reachable through the many system calls still
-// allowed is an escape (the seccomp filter is a denylist, not an allowlist)
-// (a microVM such as the E2B backend is the stronger boundary). NetworkHost
-// shares the host's network: it is open egress and exposes every service
-// listening on the host's loopback, not an allowlist. Disk use in Dir is
-// bounded only per file (RLIMIT_FSIZE), not in total. Without cgroups the
-// memory limit is per process, and RLIMIT_NPROC, when the server is not
-// root, counts the server user's processes in the command's namespace. When
-// the server is not root, the sandbox's user is the server's own host uid:
-// the namespaces keep them apart, but the kernel's per-uid accounting and
-// keyrings are shared. Timing and resource side channels (CPU, cache,
-// /proc/meminfo, load) are not hidden, and /proc/self/mountinfo shows the
-// host path of Dir.
+// allowed is an escape; the seccomp filter is a denylist, not an
+// allowlist, and a microVM such as the E2B backend is the stronger
+// boundary. NetworkHost shares the host's network: it is open egress and
+// exposes every service listening on the host's loopback (this server's
+// own local E2B API included, so that must demand its key), not an
+// allowlist. Disk use in Dir is bounded only per file (RLIMIT_FSIZE), not
+// in total. Without cgroups the memory limit is per process, and
+// RLIMIT_NPROC, when the server is not root, counts the server user's
+// processes in the command's namespace. When the server is not root, the
+// sandbox's user is the server's own host uid: the namespaces keep them
+// apart, but the kernel's per-uid accounting is shared. Files the sandbox
+// leaves in its areas are the server's to handle with care: besides
+// symlinks (Root), expect FIFOs and huge or sparse files. Timing and
+// resource side channels (CPU, cache, /proc/meminfo, load) are not hidden,
+// and /proc/self/mountinfo shows the host path of Dir.
 package jail

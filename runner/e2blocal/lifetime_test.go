@@ -110,3 +110,26 @@ func TestCloseLeavesNothing(t *testing.T) {
 	code, _ := e.do(http.MethodPost, "/sandboxes", `{"templateID":"base","allow_internet_access":false}`)
 	assert.Equal(t, http.StatusServiceUnavailable, code, "a closed server creates nothing")
 }
+
+func TestCommandsLeakNoDescriptors(t *testing.T) {
+	requireJail(t)
+	ctx := context.Background()
+	e := newEnv(t)
+	sb := e.create(api.NewSandbox{})
+	pc := e.processClient(sb, false)
+	countFDs := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(ents)
+	}
+	for range 3 { // warm the client's connection pool
+		require.NoError(t, run(ctx, pc, "echo warm").err)
+	}
+	before := countFDs()
+	for i := range 20 {
+		r := run(ctx, pc, fmt.Sprintf("echo %d; echo err >&2; sleep 0.3 & exit 1", i))
+		require.NoError(t, r.err)
+	}
+	// Each leaked command would hold at least two pipes: 20 commands, 40 fds.
+	assert.LessOrEqual(t, countFDs(), before+4, "commands leaked descriptors")
+}

@@ -158,21 +158,26 @@ type chunk struct {
 func (t *processTable) pump(p *proc) {
 	events := make(chan chunk, 8)
 	stop := make(chan struct{})
+	// Each reader drains its pipe to EOF even after the pump stopped
+	// forwarding: the jail closes a pipe only once it was read to the end.
 	read := func(r io.Reader, stderr bool) {
 		buf := make([]byte, chunkSize)
+		forwarding := true
 		for {
 			n, err := r.Read(buf)
-			if n > 0 {
+			if n > 0 && forwarding {
 				select {
 				case events <- chunk{data: slices.Clone(buf[:n]), stderr: stderr}:
 				case <-stop:
-					return
+					forwarding = false
 				}
 			}
 			if err != nil {
-				select {
-				case events <- chunk{eof: true}:
-				case <-stop:
+				if forwarding {
+					select {
+					case events <- chunk{eof: true}:
+					case <-stop:
+					}
 				}
 				return
 			}
@@ -217,11 +222,6 @@ func (t *processTable) pump(p *proc) {
 			}
 		case <-grace:
 			open = 0
-			for _, r := range []io.Reader{p.jp.Stdout(), p.jp.Stderr()} {
-				if c, ok := r.(io.Closer); ok {
-					_ = c.Close()
-				}
-			}
 		}
 	}
 	close(stop)

@@ -102,35 +102,61 @@ var (
 // configuration files of allowed programs that can name programs to run or
 // hosts to reach (.git/config and .git/hooks for git, .npmrc for npm ...).
 func execTarget(c *contracts.Contract, p string) string {
-	allowed := map[string]bool{}
 	for _, r := range c.Commands.Allow {
-		allowed[path.Base(r.Run)] = true
-		if strings.Contains(r.Run, "/") {
-			want := r.Run
-			if !strings.HasPrefix(want, "/") {
-				want = workdir(c) + "/" + want
-			}
-			if path.Clean(want) == p {
-				return fmt.Sprintf("%s is the program of an allow rule; changing it would change what that rule runs", p)
-			}
+		if !strings.Contains(r.Run, "/") {
+			continue
+		}
+		want := r.Run
+		if !strings.HasPrefix(want, "/") {
+			want = workdir(c) + "/" + want
+		}
+		if path.Clean(want) == p {
+			return fmt.Sprintf("%s is the program of an allow rule; changing it would change what that rule runs", p)
 		}
 	}
+	if !strings.Contains(p, "/.") && !strings.Contains(p, "/etc/") && !strings.Contains(p, "/pip.conf") {
+		return "" // every file below is a dot file, in a dot directory or in /etc
+	}
 	for _, part := range shellStartupFiles {
-		if strings.Contains(p+"/", part) {
+		if containsFragment(p, part) {
 			return fmt.Sprintf("%s is a shell start-up file, which the sandbox's shell runs before every command", p)
 		}
 	}
 	for prog, parts := range configFiles {
-		if !allowed[prog] {
-			continue
-		}
 		for _, part := range parts {
-			if strings.Contains(p+"/", part) {
+			if containsFragment(p, part) && programAllowed(c, prog) {
 				return fmt.Sprintf("%s is configuration %s reads (it can make %s run other programs or reach other hosts)", p, prog, prog)
 			}
 		}
 	}
 	return ""
+}
+
+// containsFragment reports whether p+"/" contains part (which ends in "/").
+func containsFragment(p, part string) bool {
+	i := strings.Index(p, part[:len(part)-1])
+	for i >= 0 {
+		end := i + len(part) - 1
+		if end == len(p) || p[end] == '/' {
+			return true
+		}
+		next := strings.Index(p[i+1:], part[:len(part)-1])
+		if next < 0 {
+			return false
+		}
+		i += 1 + next
+	}
+	return false
+}
+
+// programAllowed reports whether some rule runs a program with this base name.
+func programAllowed(c *contracts.Contract, prog string) bool {
+	for _, r := range c.Commands.Allow {
+		if path.Base(r.Run) == prog {
+			return true
+		}
+	}
+	return false
 }
 
 // shellStartupFiles are read by the shell that runs every command (E2B runs

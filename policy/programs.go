@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"fmt"
 	"path"
 	"strings"
 
@@ -17,32 +16,29 @@ type argContext struct {
 	rule contracts.CommandRule
 	prog string   // base name of argv[0], for built-in knowledge
 	argv []string // argv[0] included
-	sub  string   // subcommand, if any
 }
-
-func (x *argContext) ruleName() string { return fmt.Sprintf("commands.allow[%d]", x.idx) }
 
 // checkRule checks argv against rule idx: subcommands, then the built-in
 // knowledge about the program's exec-capable flags and network use.
 func (a *analysis) checkRule(idx int, base string, argv []string, xargs bool) *denial {
 	r := a.c.Commands.Allow[idx]
-	x := &argContext{a: a, idx: idx, rule: r, prog: base, argv: argv, sub: subcommandOf(base, argv)}
 	if len(r.Subcommands) > 0 {
-		if x.sub == "" {
-			return denyf(x.ruleName(), "%s needs one of its allowed subcommands as its first argument (before any flag): %s", base, strings.Join(r.Subcommands, ", "))
+		sub := subcommandOf(base, argv)
+		if sub == "" {
+			return denyf(ruleName(idx), "%s needs one of its allowed subcommands as its first argument (before any flag): %s", base, strings.Join(r.Subcommands, ", "))
 		}
-		if !contains(r.Subcommands, x.sub) {
-			return denyf(x.ruleName(), "%s %s is not allowed; allowed: %s %s", base, printable(x.sub), base, strings.Join(r.Subcommands, ", "))
+		if !contains(r.Subcommands, sub) {
+			return denyf(ruleName(idx), "%s %s is not allowed; allowed: %s %s", base, printable(sub), base, strings.Join(r.Subcommands, ", "))
 		}
 	}
 	k := knowledge[base]
-	if xargs && k != nil {
+	if k == nil {
+		return nil
+	}
+	if xargs {
 		return denyf("builtin.wrapper", "%s behind xargs would receive flags that cannot be checked", base)
 	}
-	if k != nil {
-		return k(x)
-	}
-	return nil
+	return k(&argContext{a: a, idx: idx, rule: r, prog: base, argv: argv})
 }
 
 // subcommandOf returns a program's subcommand: for git the first word after

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -428,7 +429,7 @@ func (a *analysis) program(argv []string, depth int, direct, xargs bool) *denial
 		if w == nil {
 			return denyf("builtin.wrapper", "%s runs another program in a way that cannot be checked reliably; run the program directly", base)
 		}
-		a.useRule(fmt.Sprintf("commands.allow[%d]", rule))
+		a.useRule(ruleName(rule))
 		a.programs = append(a.programs, name)
 		a.used = append(a.used, usedCommand{argv: argv})
 		return w(a, a.c.Commands.Allow[rule], argv, depth)
@@ -437,7 +438,7 @@ func (a *analysis) program(argv []string, depth int, direct, xargs bool) *denial
 	for _, i := range idx {
 		d := a.checkRule(i, base, argv, xargs)
 		if d == nil {
-			a.useRule(fmt.Sprintf("commands.allow[%d]", i))
+			a.useRule(ruleName(i))
 			a.programs = append(a.programs, name)
 			a.used = append(a.used, usedCommand{argv: argv})
 			return nil
@@ -453,7 +454,7 @@ func (a *analysis) program(argv []string, depth int, direct, xargs bool) *denial
 func (a *analysis) needWrapperRule(name string) *denial {
 	for _, i := range a.matchRules(name) {
 		if a.c.Commands.Allow[i].Wrapper {
-			a.useRule(fmt.Sprintf("commands.allow[%d]", i))
+			a.useRule(ruleName(i))
 			return nil
 		}
 	}
@@ -560,3 +561,19 @@ func (a *analysis) cd(argv []string) *denial {
 	a.useRule("builtin.cd")
 	return nil
 }
+
+// ruleName is the contract path of allow rule i.
+func ruleName(i int) string {
+	if i >= 0 && i < len(ruleNames) {
+		return ruleNames[i]
+	}
+	return "commands.allow[" + strconv.Itoa(i) + "]"
+}
+
+// ruleNames caches the names of the first rules, which every decision uses.
+var ruleNames = func() (names [64]string) {
+	for i := range names {
+		names[i] = "commands.allow[" + strconv.Itoa(i) + "]"
+	}
+	return names
+}()

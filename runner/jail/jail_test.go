@@ -612,6 +612,15 @@ func TestMemoryLimit(t *testing.T) {
 		r := run(t, s, "head -c 512M /dev/zero | tail -n 1 | wc -c")
 		assert.NotEqual(t, "536870912\n", r.stdout, "tail must not hold 512 MiB under a 64 MiB limit")
 	})
+	t.Run("sysv-shared-memory-is-bounded-too", func(t *testing.T) {
+		if _, err := os.Stat("/usr/bin/perl"); err != nil {
+			t.Skip("needs /usr/bin/perl for shmget")
+		}
+		// shmget(IPC_PRIVATE, size, 0600): a segment past the limit is
+		// refused, a small one is granted.
+		r := run(t, s, `perl -e 'for my $sz (128<<20, 1<<20) { my $id = shmget(0, $sz, 0600); print defined($id) ? "ok\n" : "refused\n"; shmctl($id, 0, 0) if defined $id }'`)
+		assert.Equal(t, "refused\nok\n", r.stdout, r.stderr)
+	})
 	t.Run("allocating-under-the-limit-works", func(t *testing.T) {
 		r := run(t, s, "head -c 8M /dev/zero | tail -n 1 | wc -c")
 		assert.Equal(t, "8388608\n", r.stdout, r.stderr)

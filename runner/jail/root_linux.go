@@ -110,12 +110,20 @@ func buildRoot(cfg initConfig) error {
 		}
 	}
 
-	// The working directory is the sandbox's Dir (see startOnOwnThread).
+	// The working directory is the sandbox's Dir (the holder's, inherited).
 	for _, d := range []struct{ src, path string }{{"home", "home/user"}, {"tmp", "tmp"}} {
 		if err := os.MkdirAll(at(d.path), 0o755); err != nil {
 			return err
 		}
-		if err := unix.Mount(d.src, at(d.path), "", unix.MS_BIND, ""); err != nil {
+		// Open without following a symlink, then bind the descriptor:
+		// whatever Dir/home is, a link elsewhere is never mounted.
+		fd, err := unix.Open(d.src, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open the sandbox's %s: %w", d.src, err)
+		}
+		err = unix.Mount("/proc/self/fd/"+strconv.Itoa(fd), at(d.path), "", unix.MS_BIND, "")
+		unix.Close(fd)
+		if err != nil {
 			return fmt.Errorf("bind %s: %w", d.path, err)
 		}
 		if err := setAttr(at(d.path), unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV, false); err != nil {

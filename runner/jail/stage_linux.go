@@ -219,9 +219,6 @@ func runExec() {
 		fail("jail: read config: %v", err)
 	}
 	syscall.Close(fdConfig)
-	if err := setRlimits(cfg); err != nil {
-		fail("jail: %v", err)
-	}
 	// No user namespace below this one: the command cannot gain the
 	// capabilities over new network, mount and pid namespaces that much
 	// kernel attack surface needs.
@@ -256,6 +253,12 @@ func runExec() {
 		fail("jail: %v", err)
 	}
 	argv := append([]string{cfg.Path}, cfg.Args...)
+	// Limits last: RLIMIT_DATA and RLIMIT_NPROC count this Go runtime's
+	// thread stacks and threads, and a thread it could not create would
+	// crash it. Nothing here starts threads between this and exec.
+	if err := setRlimits(cfg); err != nil {
+		fail("jail: %v", err)
+	}
 	err = syscall.Exec(prog, argv, cfg.Env)
 	fail("jail: exec %s: %v", cfg.Path, err)
 }

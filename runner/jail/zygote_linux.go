@@ -42,6 +42,12 @@ type zygoteRequest struct {
 // socket must fit its send buffer (about 208 KiB by default).
 const maxRequestBytes = 192 << 10
 
+// zygoteHello is the first message to the zygote: the sandbox-wide
+// settings it applies to its namespaces.
+type zygoteHello struct {
+	ShmBytes int64 // SysV shared memory bound for the sandbox's IPC namespace
+}
+
 // zygoteReply answers a request; the init's pidfd travels alongside.
 type zygoteReply struct {
 	Pid   int
@@ -132,8 +138,9 @@ func (s *Sandbox) startZygote(ctx context.Context) (*zygote, error) {
 		z.close()
 		return nil, err
 	}
+	hello, _ := json.Marshal(zygoteHello{ShmBytes: s.limits.MemoryBytes})
 	var rep zygoteReply
-	if _, err := z.roundTrip([]byte(`{}`), nil, &rep); err != nil {
+	if _, err := z.roundTrip(hello, nil, &rep); err != nil {
 		z.close()
 		return nil, fmt.Errorf("jail: new: the sandbox's namespaces did not come up: %w", err)
 	}
@@ -278,8 +285,25 @@ func runZygote() {
 	buf := make([]byte, 1<<20)
 	oobBuf := make([]byte, unix.CmsgSpace(8*4))
 	// The first message is the hello: answer once the namespaces are set.
-	if _, _, _, _, err := conn.ReadMsgUnix(buf, oobBuf); err != nil {
+	n, _, _, _, err := conn.ReadMsgUnix(buf, oobBuf)
+	if err != nil {
 		os.Exit(0)
+	}
+	var hello zygoteHello
+	if err := json.Unmarshal(buf[:n], &hello); err != nil {
+		reply(zygoteReply{Error: "bad hello: " + err.Error()})
+		os.Exit(125)
+	}
+	// SysV shared memory outlives its processes (until the sandbox closes)
+	// and, without a memory cgroup, nothing else bounds it.
+	if hello.ShmBytes > 0 {
+		page := int64(os.Getpagesize())
+		for name, v := range map[string]int64{"shmmax": hello.ShmBytes, "shmall": (hello.ShmBytes + page - 1) / page} {
+			if err := os.WriteFile("/proc/sys/kernel/"+name, []byte(strconv.FormatInt(v, 10)), 0); err != nil {
+				reply(zygoteReply{Error: "bound SysV shared memory (kernel." + name + "): " + err.Error()})
+				os.Exit(125)
+			}
+		}
 	}
 	if os.Getenv(zygoteNetEnv) != "" {
 		if err := loopbackUp(); err != nil {

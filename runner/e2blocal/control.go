@@ -34,8 +34,11 @@ func (s *Server) controlHandler() http.Handler {
 	mux.HandleFunc("POST /v2/sandboxes/{sandboxID}/connect", func(w http.ResponseWriter, r *http.Request) {
 		c.connect(w, r, r.PathValue("sandboxID"), defaultTimeoutV2)
 	})
+	// The rest of E2B's API (metrics, snapshots, fork, network updates,
+	// templates) is answered 501, not 404, which the SDKs would read as
+	// "sandbox not found".
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s in the local sandbox API", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotImplemented, fmt.Sprintf("%s %s is not supported by the local sandbox service", r.Method, r.URL.Path))
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.apiKeyOK(r) {
@@ -365,14 +368,38 @@ func (c control) ListSandboxes(w http.ResponseWriter, r *http.Request, params ap
 		}
 		limit = int(*params.Limit)
 	}
-	var after string
+	// Filters the generated binder does not know about.
+	q := r.URL.Query()
+	desc := true // E2B lists newest first
+	switch o := q.Get("order"); o {
+	case "", "desc":
+	case "asc":
+		desc = false
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid order %q: want asc or desc", o))
+		return
+	}
+	var startedAfter time.Time
+	if v := q.Get("startedAfter"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid startedAfter %q: want an RFC 3339 time", v))
+			return
+		}
+		startedAfter = t
+	}
+	template := q.Get("template")
+
+	var after *api.ListedSandbox
 	if params.NextToken != nil && *params.NextToken != "" {
 		b, err := base64.RawURLEncoding.DecodeString(*params.NextToken)
-		if err != nil {
+		ns, id, ok := strings.Cut(string(b), "/")
+		n, perr := strconv.ParseInt(ns, 10, 64)
+		if err != nil || !ok || perr != nil {
 			writeError(w, http.StatusBadRequest, "invalid nextToken")
 			return
 		}
-		after = string(b)
+		after = &api.ListedSandbox{StartedAt: time.Unix(0, n), SandboxID: id}
 	}
 
 	c.s.mu.Lock()
@@ -382,33 +409,29 @@ func (c control) ListSandboxes(w http.ResponseWriter, r *http.Request, params ap
 	}
 	c.s.mu.Unlock()
 
+	cmp := func(a, b api.ListedSandbox) int {
+		c := a.StartedAt.Compare(b.StartedAt)
+		if c == 0 {
+			c = strings.Compare(a.SandboxID, b.SandboxID)
+		}
+		if desc {
+			return -c
+		}
+		return c
+	}
 	var listed []api.ListedSandbox
 	for _, sb := range all {
 		d := sb.listed()
-		if !slices.Contains(states, d.State) || !metadataMatches(sb.metadata, want) {
+		switch {
+		case !slices.Contains(states, d.State), !metadataMatches(sb.metadata, want),
+			template != "" && template != d.TemplateID,
+			d.StartedAt.Before(startedAfter),
+			after != nil && cmp(d, *after) <= 0:
 			continue
 		}
 		listed = append(listed, d)
 	}
-	slices.SortFunc(listed, func(a, b api.ListedSandbox) int {
-		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.SandboxID, b.SandboxID)
-	})
-	if after != "" {
-		startedAt, id, _ := strings.Cut(after, "/")
-		ns, _ := strconv.ParseInt(startedAt, 10, 64)
-		i := 0
-		for i < len(listed) {
-			s := listed[i].StartedAt.UnixNano()
-			if s > ns || (s == ns && listed[i].SandboxID > id) {
-				break
-			}
-			i++
-		}
-		listed = listed[i:]
-	}
+	slices.SortFunc(listed, cmp)
 	running := 0
 	for _, sb := range all {
 		if sb.listed().State == api.Running {

@@ -72,7 +72,11 @@ func TestControlPlaneBadRequests(t *testing.T) {
 		{"v1-connect-needs-a-timeout", http.MethodPost, "/sandboxes/inope/connect", `{}`, 400, "timeout is required"},
 		{"bad-list-limit-is-400", http.MethodGet, "/v2/sandboxes?limit=1000", nil, 400, "limit"},
 		{"bad-list-state-is-400", http.MethodGet, "/v2/sandboxes?state=dead", nil, 400, "invalid state"},
-		{"unknown-route-is-json-404", http.MethodGet, "/nope", nil, 404, "no route"},
+		{"unsupported-route-is-json-501", http.MethodGet, "/sandboxes/inope/metrics", nil, 501, "not supported by the local sandbox"},
+		{"network-update-is-501", http.MethodPut, "/sandboxes/inope/network", `{}`, 501, "not supported"},
+		{"bad-list-order-is-400", http.MethodGet, "/v2/sandboxes?order=sideways", nil, 400, "invalid order"},
+		{"bad-list-started-after-is-400", http.MethodGet, "/v2/sandboxes?startedAfter=yesterday", nil, 400, "invalid startedAfter"},
+		{"bad-next-token-is-400", http.MethodGet, "/v2/sandboxes?nextToken=!!", nil, 400, "invalid nextToken"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,6 +155,27 @@ func TestSandboxLifecycle(t *testing.T) {
 				assert.ElementsMatch(t, tc.want, got)
 			})
 		}
+	})
+
+	t.Run("list-orders-and-filters-like-e2b", func(t *testing.T) {
+		ids := func(query string) []string {
+			code, body := e.do(http.MethodGet, "/v2/sandboxes"+query, nil)
+			require.Equal(t, 200, code, string(body))
+			var got []api.ListedSandbox
+			require.NoError(t, json.Unmarshal(body, &got))
+			out := []string{}
+			for _, s := range got {
+				out = append(out, s.SandboxID)
+			}
+			return out
+		}
+		assert.Equal(t, []string{b.SandboxID, a.SandboxID}, ids(""), "newest first by default")
+		assert.Equal(t, []string{a.SandboxID, b.SandboxID}, ids("?order=asc"))
+		assert.Equal(t, []string{}, ids("?template=other"))
+		assert.Len(t, ids("?template=base"), 2)
+		d, err := e.api.GetSandboxWithResponse(ctx, b.SandboxID)
+		require.NoError(t, err)
+		assert.Equal(t, []string{b.SandboxID}, ids("?startedAfter="+url.QueryEscape(d.JSON200.StartedAt.Format(time.RFC3339Nano))))
 	})
 
 	t.Run("list-pages-with-next-token", func(t *testing.T) {

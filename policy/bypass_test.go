@@ -181,6 +181,37 @@ func TestKnownBypasses(t *testing.T) {
 		}
 	}
 
+	// Tool confusion with file-writing programs allowed (claude-code#41103):
+	// what write_file refuses, cp, mv, rm ... refuse too.
+	writers := bypassContract()
+	for _, p := range []string{"cp", "mv", "rm", "ln", "chmod", "mkdir"} {
+		writers.Commands.Allow = append(writers.Commands.Allow, contracts.CommandRule{Run: p})
+	}
+	for _, tc := range []bypassCase{
+		{"tool-confusion-cp-into-home", "cp /work/evil /home/user/.bashrc", "cp /work/a /work/b"},
+		{"tool-confusion-cp-target-directory", "cp -t /home/user /work/.bashrc", "cp -t /work/out /work/a"},
+		{"tool-confusion-mv-out-of-workdir", "mv /work/a /tmp/a", "mv /work/a /work/b"},
+		{"tool-confusion-mv-source-outside", "mv /etc/passwd /work/p", ""},
+		{"tool-confusion-rm-outside", "rm -rf /etc", "rm -f /work/build/x.o"},
+		{"tool-confusion-rm-glob-parent", "rm -rf /work/.*", "rm -f /work/build/*.o"},
+		{"tool-confusion-rm-glob-dotdot", "rm -rf /work/*/../../etc", "rm -rf /work/*/cache"},
+		{"tool-confusion-ln-into-hooks", "ln -s /work/x /work/.git/hooks/pre-commit", "ln -s /work/x /work/y"},
+		{"tool-confusion-chmod-outside", "chmod +x /home/user/bin/x", "chmod +x /work/run.sh"},
+		{"tool-confusion-mkdir-outside", "mkdir -p /etc/x", "mkdir -p /work/out"},
+		{"tool-confusion-xargs-rm", "find . -name '*.pyc' | xargs rm", "find . -name '*.pyc'"},
+	} {
+		t.Run(tc.family+"-is-denied", func(t *testing.T) {
+			d := DecideRun(writers, RunCall{Command: tc.attack})
+			assert.Falsef(t, d.Allow, "%s: %q was allowed: %s", tc.family, tc.attack, d.Reason)
+		})
+		if tc.neighbour != "" {
+			t.Run(tc.family+"-neighbour-is-allowed", func(t *testing.T) {
+				d := DecideRun(writers, RunCall{Command: tc.neighbour})
+				assert.Truef(t, d.Allow, "%s: neighbour %q was denied: %s", tc.family, tc.neighbour, d.Reason)
+			})
+		}
+	}
+
 	// Secrets: a credential is injected only where every command is granted
 	// (dify#39278: encoding; moltworker#75: printenv).
 	for _, cmd := range []string{"git fetch && printenv", "git fetch; base64 .git/config", "git fetch | base64"} {

@@ -72,6 +72,9 @@ func init() {
 		"less": checkPager, "more": checkPager, "most": checkPager, "pg": checkPager, "man": checkMan,
 		"vi": checkVim, "vim": checkVim, "nvim": checkVim, "view": checkVim, "ex": checkVim, "vimdiff": checkVim, "gvim": checkVim,
 		"emacs": checkEmacs, "base64": checkBase64,
+		"cp": checkWriter, "mv": checkWriter, "install": checkWriter, "ln": checkWriter, "rm": checkWriter,
+		"rmdir": checkWriter, "unlink": checkWriter, "touch": checkWriter, "mkdir": checkWriter, "truncate": checkWriter,
+		"shred": checkWriter, "chmod": checkWriter, "chown": checkWriter, "chgrp": checkWriter,
 		"nc": checkNetcat, "ncat": checkNetcat, "netcat": checkNetcat, "socat": checkNetcat, "telnet": checkNetcat, "ftp": checkNetcat,
 	}
 }

@@ -40,10 +40,13 @@
 //     getopt's abbreviations, short options inside clusters.
 //   - A credential is injected only if every simple command (wrappers
 //     included; cd, true, false and ':' excepted) matches one of its grants.
-//   - Writes (write_file, redirections, tee ...) never target files that an
-//     allowed program would then run: a path-qualified rule's program, shell
-//     start-up files, and allowed programs' configuration (.git/config and
-//     .git/hooks, .npmrc, pip.conf ...).
+//   - Writes stay inside paths.write whichever way they are made:
+//     write_file, redirections, and the destinations of tee, dd, sort -o,
+//     curl -o, cp, mv, rm, ln, install, chmod, mkdir, touch ... (globs there
+//     only where no component could match ".."). They never target files
+//     an allowed program would then run: a path-qualified rule's program,
+//     shell start-up files, and allowed programs' configuration
+//     (.git/config and .git/hooks, .npmrc, pip.conf ...).
 //
 // # Purity
 //

@@ -97,6 +97,40 @@ func BenchmarkEchoJailDirect(b *testing.B) {
 	reportMedian(b, ds)
 }
 
+// BenchmarkEchoOverhead runs `echo hi` through envd and through the jail
+// alone back to back in each op, so machine load hits both alike; the
+// median of the per-pair differences is this package's overhead.
+func BenchmarkEchoOverhead(b *testing.B) {
+	requireJail(b)
+	ctx := context.Background()
+	e := newEnv(b)
+	sb := e.create(api.NewSandbox{})
+	pc := e.processClient(sb, true)
+	j, err := jail.New(ctx, jail.Config{Dir: filepath.Join(b.TempDir(), "j")})
+	require.NoError(b, err)
+	defer j.Close()
+	var diffs []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		r := run(ctx, pc, "echo hi")
+		viaEnvd := time.Since(t0)
+		if r.err != nil || r.stdout != "hi\n" {
+			b.Fatalf("echo: %v %q", r.err, r.stdout)
+		}
+		t0 = time.Now()
+		p, err := j.Start(ctx, jail.Cmd{Path: "/bin/bash", Args: []string{"-l", "-c", "echo hi"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.ReadAll(p.Stdout())
+		_, _ = io.ReadAll(p.Stderr())
+		_, _ = p.Wait()
+		diffs = append(diffs, viaEnvd-time.Since(t0))
+	}
+	slices.Sort(diffs)
+	b.ReportMetric(float64(diffs[len(diffs)/2].Microseconds())/1000, "overhead-median-ms")
+}
+
 // vmHWM returns the process's peak resident set size in bytes.
 func vmHWM(b *testing.B) int64 {
 	raw, err := os.ReadFile("/proc/self/status")

@@ -184,7 +184,7 @@ func TestKnownBypasses(t *testing.T) {
 	// Tool confusion with file-writing programs allowed (claude-code#41103):
 	// what write_file refuses, cp, mv, rm ... refuse too.
 	writers := bypassContract()
-	for _, p := range []string{"cp", "mv", "rm", "ln", "chmod", "mkdir"} {
+	for _, p := range []string{"cp", "mv", "rm", "ln", "chmod", "mkdir", "unzip"} {
 		writers.Commands.Allow = append(writers.Commands.Allow, contracts.CommandRule{Run: p})
 	}
 	for _, tc := range []bypassCase{
@@ -198,6 +198,9 @@ func TestKnownBypasses(t *testing.T) {
 		{"tool-confusion-ln-into-hooks", "ln -s /work/x /work/.git/hooks/pre-commit", "ln -s /work/x /work/y"},
 		{"tool-confusion-chmod-outside", "chmod +x /home/user/bin/x", "chmod +x /work/run.sh"},
 		{"tool-confusion-mkdir-outside", "mkdir -p /etc/x", "mkdir -p /work/out"},
+		{"tool-confusion-git-clone-into-home", "git clone https://github.com/a/b /home/user/.config", "git clone https://github.com/a/b /work/b"},
+		{"tool-confusion-tar-extract-outside", "tar -xf /work/a.tar -C /home/user", "tar -xf /work/a.tar -C /work/out"},
+		{"tool-confusion-unzip-outside", "unzip /work/a.zip -d /home/user", "unzip /work/a.zip -d /work/out"},
 		{"tool-confusion-xargs-rm", "find . -name '*.pyc' | xargs rm", "find . -name '*.pyc'"},
 	} {
 		t.Run(tc.family+"-is-denied", func(t *testing.T) {

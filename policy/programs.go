@@ -72,7 +72,7 @@ func init() {
 		"less": checkPager, "more": checkPager, "most": checkPager, "pg": checkPager, "man": checkMan,
 		"vi": checkVim, "vim": checkVim, "nvim": checkVim, "view": checkVim, "ex": checkVim, "vimdiff": checkVim, "gvim": checkVim,
 		"emacs": checkEmacs, "base64": checkBase64,
-		"cp": checkWriter, "mv": checkWriter, "install": checkWriter, "ln": checkWriter, "rm": checkWriter,
+		"unzip": checkUnzip, "cp": checkWriter, "mv": checkWriter, "install": checkWriter, "ln": checkWriter, "rm": checkWriter,
 		"rmdir": checkWriter, "unlink": checkWriter, "touch": checkWriter, "mkdir": checkWriter, "truncate": checkWriter,
 		"shred": checkWriter, "chmod": checkWriter, "chown": checkWriter, "chgrp": checkWriter,
 		"nc": checkNetcat, "ncat": checkNetcat, "netcat": checkNetcat, "socat": checkNetcat, "telnet": checkNetcat, "ftp": checkNetcat,
@@ -341,6 +341,39 @@ func checkGit(x *argContext) *denial {
 			}
 		}
 	}
+	// Destinations git creates or writes.
+	var dests []string
+	switch sub {
+	case "clone":
+		if len(operands) >= 2 {
+			dests = append(dests, operands[1])
+		} else {
+			dests = append(dests, ".") // a new directory in the working directory
+		}
+	case "init":
+		if len(operands) >= 1 {
+			dests = append(dests, operands[0])
+		} else {
+			dests = append(dests, ".")
+		}
+	case "worktree":
+		if len(operands) >= 2 && operands[0] == "add" {
+			dests = append(dests, operands[1])
+		}
+	case "format-patch":
+		for i, a := range args {
+			if (a == "-o" || a == "--output-directory") && i+1 < len(args) {
+				dests = append(dests, args[i+1])
+			} else if v, ok := strings.CutPrefix(a, "--output-directory="); ok {
+				dests = append(dests, v)
+			}
+		}
+	}
+	for _, d := range dests {
+		if den := x.a.checkPath(d, true, "git "+sub); den != nil {
+			return den
+		}
+	}
 	// Network: repositories given as URLs.
 	var repos []string
 	switch sub {
@@ -538,10 +571,13 @@ func checkTar(x *argContext) *denial {
 		return d
 	}
 	opts, _ := parseArgs(args, tarSpec)
-	forceLocal := false
+	forceLocal, extract := false, false
 	for _, o := range opts {
-		if o.name == "--force-local" {
+		switch o.name {
+		case "--force-local":
 			forceLocal = true
+		case "-x", "--extract", "--get":
+			extract = true
 		}
 	}
 	for _, o := range opts {
@@ -551,12 +587,40 @@ func checkTar(x *argContext) *denial {
 				return denyf("builtin.flags", "tar archive %q names a remote host (host:file runs rsh); add --force-local for a local file", printable(o.value))
 			}
 		case "-C", "--directory":
-			if d := x.a.checkPath(o.value, false, "tar -C"); d != nil {
+			if d := x.a.checkPath(o.value, extract, "tar -C"); d != nil {
 				return d
 			}
 		}
 	}
+	if extract {
+		dir := "."
+		for _, o := range opts {
+			if o.name == "-C" || o.name == "--directory" {
+				dir = o.value
+			}
+		}
+		if d := x.a.checkPath(dir, true, "tar -x into"); d != nil {
+			return d
+		}
+	}
 	return nil
+}
+
+// checkUnzip checks where unzip extracts: -d DIR or the working directory.
+func checkUnzip(x *argContext) *denial {
+	dir := "."
+	args := x.argv[1:]
+	for i, a := range args {
+		switch {
+		case a == "-d" && i+1 < len(args):
+			dir = args[i+1]
+		case strings.HasPrefix(a, "-d") && len(a) > 2:
+			dir = a[2:]
+		case a == "-l" || a == "-v" || a == "-t" || a == "-Z" || a == "-p" || a == "-c":
+			return nil // lists, tests or prints: writes nothing
+		}
+	}
+	return x.a.checkPath(dir, true, "unzip into")
 }
 
 // --- rsync

@@ -493,6 +493,24 @@ func TestProcessTreesDie(t *testing.T) {
 			assert.Empty(t, jailPids(t, nsID), "nothing of the tree survives")
 		})
 	}
+	t.Run("sandbox-outlives-a-fork-bomb-at-its-limit", func(t *testing.T) {
+		s := newSandbox(t, Config{Limits: Limits{Processes: 48}})
+		bomb, err := s.Start(context.Background(), Cmd{Path: "/bin/bash", Args: []string{"-c", "echo started; :(){ :|:& };:; sleep 1000"}})
+		require.NoError(t, err)
+		nsID, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", bomb.Pid()))
+		require.NoError(t, err)
+		line := make([]byte, 8)
+		_, err = io.ReadFull(bomb.Stdout(), line)
+		require.NoError(t, err)
+		require.True(t, waitFor(func() bool { return len(jailPids(t, nsID)) >= 30 }), "the bomb fills the sandbox")
+		time.Sleep(500 * time.Millisecond) // let it press against the limit
+		_, err = s.Start(context.Background(), Cmd{Path: "/bin/true"})
+		t.Logf("a start while the bomb holds every slot: %v", err)
+		require.NoError(t, bomb.Signal(syscall.SIGKILL))
+		_, err = bomb.Wait()
+		require.NoError(t, err)
+		assert.Equal(t, "alive\n", run(t, s, "echo alive").stdout, "the sandbox works once the bomb is gone")
+	})
 	t.Run("neighbour-command-still-runs-after-a-kill", func(t *testing.T) {
 		s := newSandbox(t, Config{})
 		p, err := s.Start(context.Background(), Cmd{Path: "/bin/sleep", Args: []string{"1000"}})

@@ -187,7 +187,7 @@ func (s *Sandbox) spawn(ctx context.Context, cfg initConfig, wantStdin bool) (p 
 		var m initMsg
 		line, err := status.ReadBytes('\n')
 		if err != nil || json.Unmarshal(line, &m) != nil {
-			m = initMsg{Error: "the jail's init ended before starting the command"}
+			m = initMsg{Error: "the jail's init ended before starting the command (is the sandbox at its process or memory limit?)"}
 		}
 		first <- m
 	}()

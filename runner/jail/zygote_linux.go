@@ -312,6 +312,7 @@ func runZygote() {
 		}
 	}
 	reply(zygoteReply{})
+	go reapChildren()
 	for {
 		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oobBuf)
 		if err != nil || n == 0 {
@@ -374,7 +375,7 @@ func forkInit(req []byte, fds []int) (pid, pidfd int, err error) {
 	if err := cmd.Start(); err != nil {
 		return 0, 0, fmt.Errorf("start the jail's init: %w", err)
 	}
-	go func() { _ = cmd.Wait() }() // reap it; the server learns the end from its pidfd
+	// Reaped by reapChildren; the server learns the end from its pidfd.
 	if err := json.NewEncoder(cfgW).Encode(r.Config); err != nil {
 		_ = cmd.Process.Kill()
 		unix.Close(pidfd)
@@ -388,5 +389,23 @@ func forkInit(req []byte, fds []int) (pid, pidfd int, err error) {
 func ignoreSignals() {
 	for _, sig := range []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU} {
 		signal.Ignore(sig)
+	}
+}
+
+// reapChildren reaps the zygote's ended inits as SIGCHLD reports them. One
+// goroutine waiting with WNOHANG keeps the thread count fixed: a blocked
+// wait per init would hold an OS thread each, and threads count against
+// the sandbox's pids limit, which a fork bomb may have exhausted.
+func reapChildren() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGCHLD)
+	for range ch {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+			if pid <= 0 || err != nil {
+				break
+			}
+		}
 	}
 }

@@ -140,6 +140,9 @@ const maxArgsBytes = 16 << 20
 //	export_artifact {"path": str, "name": str?}
 //	handoff_to_mac  {"step": str, "artifacts": [str]?, "source_revision": str?, "note": str?}
 func Decide(c *contracts.Contract, tool string, args []byte) (Decision, error) {
+	if c == nil {
+		return deny(RuleDefaultDeny, "no contract is loaded for this task"), nil
+	}
 	if len(args) > maxArgsBytes {
 		return Decision{}, fmt.Errorf("policy: %s: arguments are %d bytes, more than %d", tool, len(args), maxArgsBytes)
 	}

@@ -24,6 +24,9 @@ func fileLimit(c *contracts.Contract) int64 {
 // DecideWrite decides a write_file call: the path must be inside
 // paths.write and the size within limits.file_bytes.
 func DecideWrite(c *contracts.Contract, call WriteCall) Decision {
+	if c == nil {
+		return deny(RuleDefaultDeny, "no contract is loaded for this task")
+	}
 	if strings.HasSuffix(call.Path, "/") {
 		return deny("paths.write", "%q names a directory; write_file writes a file", call.Path)
 	}
@@ -50,6 +53,9 @@ func DecideWrite(c *contracts.Contract, call WriteCall) Decision {
 // DecideRead decides a read_file call: the path must be inside paths.read;
 // Length is clamped to limits.file_bytes (0 means that limit).
 func DecideRead(c *contracts.Contract, call ReadCall) Decision {
+	if c == nil {
+		return deny(RuleDefaultDeny, "no contract is loaded for this task")
+	}
 	p, why := cleanPath(call.Path, workdir(c))
 	if why != "" {
 		return deny("paths.read", "%s; readable: %s", why, listRoots(c.Paths.Read))
@@ -85,6 +91,9 @@ func validArtifactName(name string) bool {
 // paths.export and the name (default: the path's base name) a valid artifact
 // name.
 func DecideExport(c *contracts.Contract, call ExportCall) Decision {
+	if c == nil {
+		return deny(RuleDefaultDeny, "no contract is loaded for this task")
+	}
 	if strings.HasSuffix(call.Path, "/") {
 		return deny("paths.export", "%q names a directory; export_artifact exports a file", call.Path)
 	}
@@ -113,6 +122,9 @@ const maxHandoffText = 4096
 // contract's mac.steps, named exactly, and every artifact a distinct valid
 // name in call.Known.
 func DecideHandoff(c *contracts.Contract, call HandoffCall) Decision {
+	if c == nil {
+		return deny(RuleDefaultDeny, "no contract is loaded for this task")
+	}
 	if c.Mac == nil || len(c.Mac.Steps) == 0 {
 		return deny("mac", "this contract has no mac section; handoff_to_mac is not available")
 	}

@@ -28,6 +28,9 @@ type NetworkPlan struct {
 // entries (canonicalised; invalid ones dropped) allowed, since in E2B an
 // allowOut match wins over denyOut.
 func NetworkPlanFor(c *contracts.Contract) NetworkPlan {
+	if c == nil {
+		return NetworkPlan{}
+	}
 	switch c.Network.Egress {
 	case contracts.EgressOpen:
 		return NetworkPlan{AllowInternet: true}
@@ -253,6 +256,9 @@ func embeddedIPv4(a netip.Addr) []netip.Addr {
 // not. Filtering proxies call it for every connection; the policy engine
 // calls it for URLs it finds in command lines.
 func HostAllowed(c *contracts.Contract, rawHost string) (bool, string) {
+	if c == nil {
+		return false, "network: no contract is loaded for this task"
+	}
 	h := stripPort(rawHost)
 	switch c.Network.Egress {
 	case contracts.EgressOpen:

@@ -66,6 +66,9 @@ func checkEnvVar(c *contracts.Contract, name, value string) *denial {
 // of its grants, so that `git fetch; cat .git/config` or
 // `git fetch && printenv` never receives it.
 func DecideRun(c *contracts.Contract, call RunCall) Decision {
+	if c == nil {
+		return deny(RuleDefaultDeny, "no contract is loaded for this task")
+	}
 	cmd := call.Command
 	switch {
 	case strings.TrimSpace(cmd) == "":

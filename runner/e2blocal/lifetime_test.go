@@ -133,3 +133,28 @@ func TestCommandsLeakNoDescriptors(t *testing.T) {
 	// Each leaked command would hold at least two pipes: 20 commands, 40 fds.
 	assert.LessOrEqual(t, countFDs(), before+4, "commands leaked descriptors")
 }
+
+func TestNewRemovesOnlyStaleSandboxDirectories(t *testing.T) {
+	requireJail(t)
+	ctx := context.Background()
+	e := newEnv(t)
+	live := e.create(api.NewSandbox{})
+
+	stale := filepath.Join(e.dir, "i"+strings.Repeat("s", 20))
+	require.NoError(t, os.MkdirAll(filepath.Join(stale, "home", "locked"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(stale, "home", "locked", "f"), []byte("x"), 0o600))
+	require.NoError(t, os.Chmod(filepath.Join(stale, "home", "locked"), 0o500))
+	other := filepath.Join(e.dir, "keep-me")
+	require.NoError(t, os.MkdirAll(other, 0o700))
+
+	second, err := New(Options{Dir: e.dir, APIKey: testKey, Logger: testLogger(t)})
+	require.NoError(t, err)
+	defer second.Close(ctx)
+
+	assert.NoDirExists(t, stale, "a directory no live server owns is removed")
+	assert.DirExists(t, other, "entries that are not sandbox directories are left alone")
+	assert.DirExists(t, filepath.Join(e.dir, live.SandboxID), "another live server's sandbox is left alone")
+	r := run(ctx, e.processClient(live, true), "echo still-here")
+	require.NoError(t, r.err)
+	assert.Equal(t, "still-here\n", r.stdout)
+}

@@ -47,6 +47,7 @@ type sandbox struct {
 	metadata map[string]string // immutable after creation
 	started  time.Time
 	dir      string
+	owner    *os.File // flocked Dir/<id>.lock; see owner.go
 	jail     *jail.Sandbox
 	procs    *processTable
 	fs       *sandboxFS
@@ -105,7 +106,11 @@ func (s *Server) create(ctx context.Context, spec sandboxSpec) (*sandbox, int, e
 		network = jail.NetworkHost
 		s.log.Warn("e2blocal: sandbox has open egress: the local sandbox shares this machine's network", "sandbox_id", id)
 	}
+	if sb.owner, err = lockOwner(sb.dir); err != nil {
+		return nil, http.StatusInternalServerError, fmt.Errorf("create sandbox: %v", err)
+	}
 	if err := os.Mkdir(sb.dir, 0o700); err != nil {
+		releaseOwner(sb.owner)
 		return nil, http.StatusInternalServerError, fmt.Errorf("create sandbox directory: %w", err)
 	}
 	j, err := jail.New(context.WithoutCancel(ctx), jail.Config{
@@ -116,14 +121,16 @@ func (s *Server) create(ctx context.Context, spec sandboxSpec) (*sandbox, int, e
 		Hostname: "e2b-" + id,
 	})
 	if err != nil {
-		_ = os.RemoveAll(sb.dir)
+		_ = removeTree(sb.dir)
+		releaseOwner(sb.owner)
 		s.log.Error("e2blocal: create sandbox", "sandbox_id", id, "error", err)
 		return nil, http.StatusInternalServerError, fmt.Errorf("create sandbox: %v", err)
 	}
 	sb.jail = j
 	if sb.fs, err = newSandboxFS(j); err != nil {
 		_ = j.Close()
-		_ = os.RemoveAll(sb.dir)
+		_ = removeTree(sb.dir)
+		releaseOwner(sb.owner)
 		return nil, http.StatusInternalServerError, fmt.Errorf("create sandbox: %v", err)
 	}
 	sb.procs = newProcessTable(sb)
@@ -294,8 +301,10 @@ func (sb *sandbox) destroy(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("close jail: %w", err))
 		}
 	}
-	if err := os.RemoveAll(sb.dir); err != nil {
+	if err := removeTree(sb.dir); err != nil {
 		errs = append(errs, fmt.Errorf("remove %s: %w", sb.dir, err))
+	} else {
+		releaseOwner(sb.owner) // kept when the directory stays, so a later New retries
 	}
 	if err := errors.Join(errs...); err != nil {
 		sb.s.log.Error("e2blocal: sandbox cleanup", "sandbox_id", sb.id, "error", err)

@@ -118,6 +118,7 @@ func New(opts Options) (*Server, error) {
 		now:       opts.Now,
 		sandboxes: map[string]*sandbox{},
 	}
+	reapStale(opts.Dir, s.log)
 	if err := jail.Check(); err != nil {
 		s.jailErr = err
 		s.log.Warn("e2blocal: process isolation is unavailable; sandbox creation will fail", "error", err)

@@ -25,6 +25,12 @@
 // Differences from E2B, each refused with a clear error rather than
 // ignored: only the "base" template; no root user (everything runs as
 // "user"); no PTYs, StreamInput, Update or WatchDir; no file metadata;
-// no mcp, volume mounts, iam or egress allowlists. Omitting
-// allow_internet_access means open egress, as in E2B, on the host's network.
+// no mcp, volume mounts, iam or egress allowlists; the rest of E2B's API
+// (metrics, snapshots, fork, network updates) answers 501. The files API
+// reaches only /home/user and /tmp. Omitting allow_internet_access means
+// open egress, as in E2B, on the host's network (logged as a warning).
+//
+// Each sandbox directory has an owner lock (Dir/<id>.lock) flocked by the
+// server that holds it; New removes directories nobody owns, which only a
+// server that died can leave (the jail kills processes with their server).
 package e2blocal

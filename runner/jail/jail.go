@@ -10,8 +10,9 @@ import (
 type Network int
 
 const (
-	// NetworkNone gives every command an empty network namespace with only
-	// a loopback interface (brought up): no route to the host or beyond.
+	// NetworkNone gives the sandbox a network namespace of its own, shared
+	// by its commands, with only a loopback interface (brought up): no
+	// route to the host or beyond.
 	NetworkNone Network = iota
 	// NetworkHost shares the host's network namespace: egress is open and
 	// host services on 127.0.0.1 are reachable. It is not an allowlist.

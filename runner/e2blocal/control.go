@@ -126,9 +126,12 @@ func (s *Server) specFromRequest(req newSandboxRequest, defaultTimeout time.Dura
 	if present(req.Iam) {
 		return spec, http.StatusBadRequest, errors.New("iam tokens are not supported by the local sandbox; use the e2b backend")
 	}
-	allowInternet := true // E2B's default when the field is omitted
-	if req.AllowInternetAccess != nil {
-		allowInternet = *req.AllowInternetAccess
+	// E2B opens egress when the field is omitted. Locally, open egress is
+	// the host's network (its loopback services included), so it must be
+	// asked for: omitted means no network.
+	allowInternet := req.AllowInternetAccess != nil && *req.AllowInternetAccess
+	if req.AllowInternetAccess == nil {
+		s.log.Info("e2blocal: allow_internet_access omitted: the local sandbox gets no network (send true to share the host's)")
 	}
 	if n := req.Network; n != nil {
 		if (n.AllowOut != nil && len(*n.AllowOut) > 0) || (n.DenyOut != nil && len(*n.DenyOut) > 0) || present(n.Rules) || present(n.EgressProxy) {

@@ -286,15 +286,23 @@ func TestNetworkFollowsAllowInternetAccess(t *testing.T) {
 	// from a sandbox that shares the host's network.
 	probe := "exec 3<>/dev/tcp/127.0.0.1/" + u.Port() + " && echo reachable"
 	for _, tc := range []struct {
-		name     string
-		internet bool
-		want     bool
+		name string
+		body string
+		want bool
 	}{
-		{"no-internet-reaches-nothing-on-the-host", false, false},
-		{"internet-access-shares-the-host-network", true, true},
+		{"no-internet-reaches-nothing-on-the-host", `{"templateID":"base","allow_internet_access":false}`, false},
+		{"omitted-means-no-network-unlike-e2b", `{"templateID":"base"}`, false},
+		{"internet-access-shares-the-host-network", `{"templateID":"base","allow_internet_access":true}`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := e.create(api.NewSandbox{AllowInternetAccess: ptr(tc.internet)})
+			code, body := e.do(http.MethodPost, "/v2/sandboxes", tc.body)
+			require.Equal(t, 201, code, string(body))
+			var sb api.Sandbox
+			require.NoError(t, json.Unmarshal(body, &sb))
+			d, err := e.api.GetSandboxWithResponse(ctx, sb.SandboxID)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, *d.JSON200.AllowInternetAccess)
+
 			r := run(ctx, e.processClient(sb, true), probe)
 			require.NoError(t, r.err)
 			if tc.want {

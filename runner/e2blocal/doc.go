@@ -27,8 +27,10 @@
 // "user"); no PTYs, StreamInput, Update or WatchDir; no file metadata;
 // no mcp, volume mounts, iam or egress allowlists; the rest of E2B's API
 // (metrics, snapshots, fork, network updates) answers 501. The files API
-// reaches only /home/user and /tmp. Omitting allow_internet_access means
-// open egress, as in E2B, on the host's network (logged as a warning).
+// reaches only /home/user and /tmp. Network: allow_internet_access:true
+// shares the host's network (logged as a warning: host loopback services
+// are reachable); false or omitted (unlike E2B, where omitted means open)
+// gives an empty network namespace.
 //
 // Each sandbox directory has an owner lock (Dir/<id>.lock) flocked by the
 // server that holds it; New removes directories nobody owns, which only a

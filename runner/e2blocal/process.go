@@ -416,6 +416,13 @@ func follow(ctx context.Context, p *proc, sub *subscriber, out eventSender, keep
 			if !ok {
 				return nil
 			}
+			if _, end := ev.GetEvent().(*process.ProcessEvent_End); end {
+				// The deadline's kill can land before ctx notices the
+				// deadline: the caller must still see deadline_exceeded.
+				if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+					return deadlineError(p)
+				}
+			}
 			if err := out.Send(ev); err != nil {
 				return err
 			}
@@ -430,11 +437,15 @@ func follow(ctx context.Context, p *proc, sub *subscriber, out eventSender, keep
 			ping.Reset(keepalive)
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("the command's deadline passed; process %d was killed", p.pid))
+				return deadlineError(p)
 			}
 			return connect.NewError(connect.CodeCanceled, ctx.Err())
 		}
 	}
+}
+
+func deadlineError(p *proc) error {
+	return connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("the command's deadline passed; process %d was killed", p.pid))
 }
 
 func (ps processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {

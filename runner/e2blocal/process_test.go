@@ -176,10 +176,14 @@ func TestProcessStart(t *testing.T) {
 
 	t.Run("deadline-kills-the-command-and-its-background-children", func(t *testing.T) {
 		m := marker(t)
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
+		// The header alone, no client-side deadline: the server must
+		// enforce it and report deadline_exceeded, never a plain end.
 		done := make(chan result, 1)
-		go func() { done <- run(cctx, pc, fmt.Sprintf("sleep 1%s & sleep %s", m, m)) }()
+		go func() {
+			done <- run(ctx, pc, fmt.Sprintf("sleep 1%s & sleep %s", m, m), func(req *connect.Request[process.StartRequest]) {
+				req.Header().Set("Connect-Timeout-Ms", "1500")
+			})
+		}()
 		require.Eventually(t, func() bool { return len(procsWith(m)) >= 2 }, 10*time.Second, 10*time.Millisecond,
 			"the command and its background child must both start")
 		r := <-done

@@ -44,6 +44,12 @@ type Options struct {
 	// TLS ClientHello whose server name (SNI) is the CONNECT host. If nil,
 	// 443; an empty non-nil slice turns the check off.
 	TLSPorts []int
+	// HTTPPorts are the ports on which only plain proxied HTTP requests
+	// are served, so that every request's Host is checked; CONNECT to them
+	// is refused (inside a tunnel a request could name another host on
+	// the same server). If nil, 80; an empty non-nil slice allows CONNECT
+	// to every allowed port.
+	HTTPPorts []int
 	// MaxConns is the most client connections served at once; more are
 	// answered 503. If zero, 64.
 	MaxConns int
@@ -121,7 +127,10 @@ func New(opts Options) (*Proxy, error) {
 	if opts.TLSPorts == nil {
 		opts.TLSPorts = []int{443}
 	}
-	for _, p := range append(slices.Clone(opts.Ports), opts.TLSPorts...) {
+	if opts.HTTPPorts == nil {
+		opts.HTTPPorts = []int{80}
+	}
+	for _, p := range slices.Concat(opts.Ports, opts.TLSPorts, opts.HTTPPorts) {
 		if p < 1 || p > 65535 {
 			return nil, fmt.Errorf("egress: new: port %d out of range", p)
 		}
@@ -291,6 +300,10 @@ func (p *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 		return
 	}
 	d.Host = host
+	if slices.Contains(p.opts.HTTPPorts, port) {
+		p.deny(c, d, http.StatusForbidden, fmt.Sprintf("CONNECT to port %d is refused: send plain http:// requests to the proxy instead (set HTTP_PROXY), so each request's host can be checked", port))
+		return
+	}
 	t, status, why := p.check(host, port)
 	if why != "" {
 		p.deny(c, d, status, why)
@@ -370,6 +383,10 @@ func (p *Proxy) forward(ctx context.Context, c net.Conn, req *http.Request, host
 		return
 	}
 	d.Host, d.Port = host, port
+	if slices.Contains(p.opts.TLSPorts, port) {
+		p.deny(c, d, http.StatusForbidden, fmt.Sprintf("port %d takes TLS only: use https:// (CONNECT)", port))
+		return
+	}
 	if len(hostHdr) > 1 {
 		p.deny(c, d, http.StatusBadRequest, "more than one Host header")
 		return

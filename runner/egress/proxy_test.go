@@ -313,6 +313,7 @@ func TestPlainHTTP(t *testing.T) {
 		{"userinfo-in-url-is-refused", "GET http://u:p@pypi.org/ HTTP/1.1\r\n\r\n", 400, "user information"},
 		{"ip-literal-url-is-denied", "GET http://2130706433/ HTTP/1.1\r\n\r\n", 403, "not covered by an allowed CIDR"},
 		{"port-22-url-is-denied", "GET http://pypi.org:22/ HTTP/1.1\r\n\r\n", 403, "port 22 is not allowed"},
+		{"plain-http-to-the-tls-port-is-denied", "GET http://pypi.org:443/ HTTP/1.1\r\n\r\n", 403, "takes TLS only"},
 		{"upgrade-is-refused", "GET http://pypi.org/ HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", 403, "upgrades"},
 		{"two-host-headers-are-refused", "GET http://pypi.org/ HTTP/1.1\r\nHost: pypi.org\r\nHost: evil.com\r\n\r\n", 400, "Host"},
 		{"oversized-header-is-refused", "GET http://pypi.org/ HTTP/1.1\r\nX-Pad: " + strings.Repeat("a", 40<<10) + "\r\n\r\n", 431, "larger than"},
@@ -324,6 +325,12 @@ func TestPlainHTTP(t *testing.T) {
 			assert.Contains(t, body, tc.body)
 		})
 	}
+	t.Run("connect-to-port-80-is-refused-so-a-tunnelled-host-header-cannot-front", func(t *testing.T) {
+		resp, _, br := e.rawConnect("pypi.org:80")
+		assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+		b, _ := io.ReadAll(io.LimitReader(br, 4096))
+		assert.Contains(t, string(b), "send plain http:// requests")
+	})
 	t.Run("standard-client-fetches-through-the-proxy", func(t *testing.T) {
 		body, err := e.httpsGet("http://pypi.org/simple/")
 		require.NoError(t, err)

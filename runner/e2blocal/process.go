@@ -85,15 +85,17 @@ func (s *subscriber) leave() { s.once.Do(func() { close(s.gone) }) }
 // output can be produced.
 func (t *processTable) start(ctx context.Context, cfg *process.ProcessConfig, tag *string, stdin bool, deadline time.Time) (*proc, *subscriber, error) {
 	sb := t.sb
-	env := []string{
-		"PATH=" + defaultSandboxEnv,
-		"HOME=" + homeDir,
-		"USER=" + sandboxUser,
-		"LOGNAME=" + sandboxUser,
+	// envd's order: the user's basics, then the sandbox's variables, then
+	// the request's; a later layer replaces a name, never duplicates it.
+	merged := map[string]string{
+		"PATH":    defaultSandboxEnv,
+		"HOME":    homeDir,
+		"USER":    sandboxUser,
+		"LOGNAME": sandboxUser,
 	}
-	merged := map[string]string{}
 	maps.Copy(merged, sb.spec.envVars)
 	maps.Copy(merged, cfg.GetEnvs())
+	env := make([]string, 0, len(merged))
 	for _, k := range slices.Sorted(maps.Keys(merged)) {
 		env = append(env, k+"="+merged[k])
 	}

@@ -60,11 +60,13 @@ func TestProcessStart(t *testing.T) {
 				require.NotNil(t, r.end.Error)
 			})
 			t.Run("environment-layers-in-order", func(t *testing.T) {
-				r := run(ctx, pc, `echo "$HOME $USER $LOGNAME $SANDBOX_VAR $OVERRIDDEN $REQ"; id -un`, func(req *connect.Request[process.StartRequest]) {
-					req.Msg.Process.Envs = map[string]string{"OVERRIDDEN": "request", "REQ": "r"}
+				r := run(ctx, pc, `echo "$HOME $USER $LOGNAME $SANDBOX_VAR $OVERRIDDEN $REQ"; id -un; env | grep -c '^PATH='; printenv PATH`, func(req *connect.Request[process.StartRequest]) {
+					req.Msg.Process.Envs = map[string]string{"OVERRIDDEN": "request", "REQ": "r", "PATH": "/opt/x:/usr/bin:/bin"}
+					// Not a login shell: /etc/profile would reset PATH.
+					req.Msg.Process.Args = req.Msg.Process.Args[1:]
 				})
 				require.NoError(t, r.err)
-				assert.Equal(t, "/home/user user user from-sandbox request r\nuser\n", r.stdout)
+				assert.Equal(t, "/home/user user user from-sandbox request r\nuser\n1\n/opt/x:/usr/bin:/bin\n", r.stdout)
 			})
 			t.Run("cwd-resolves-relative-to-home", func(t *testing.T) {
 				r := run(ctx, pc, "mkdir -p sub && echo ok")

@@ -33,7 +33,9 @@
 //     must carry no name;
 //   - for plain HTTP requires the Host header, if any, to name the URL's
 //     host and port, strips hop-by-hop and proxy headers, and forwards one
-//     request per connection.
+//     request per connection; CONNECT to port 80 is refused (inside a
+//     tunnel a request could name another site on the same server), and
+//     plain HTTP to port 443 too.
 //
 // Refusals are HTTP 403 (400, 502, 503 or 504 where those fit) with a
 // one-line reason; after a tunnel was granted, a TLS access_denied alert.
@@ -55,8 +57,11 @@
 // on an allowed github.com, a package upload to an allowed registry, an
 // object in a bucket on an allowed cloud domain. The contract author
 // chooses the allowlist and with it that risk. Over a granted TLS tunnel
-// the proxy sees only the name, not the requests. Bytes per connection are
-// not limited.
+// the proxy sees only the name, not the requests: classic domain fronting
+// (SNI of an allowed site, an encrypted Host header naming another site
+// served by the same CDN) is not stopped, as in E2B. A port listed in
+// Options.Ports that is neither a TLS nor an HTTP port carries any TCP to
+// the checked address, unexamined. Bytes per connection are not limited.
 //
 // The package imports only the standard library and makes no decision of
 // its own about which hosts are allowed: that is Options.Allow.

@@ -101,11 +101,15 @@ type Proxy struct {
 	log  *slog.Logger
 
 	active atomic.Int64
-	mu     sync.Mutex
-	closed bool
-	lns    map[net.Listener]struct{}
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
+	// life ends with Close; every connection's context derives from it
+	// too, so Close also cancels resolutions and dials in progress.
+	life    context.Context
+	endLife context.CancelFunc
+	mu      sync.Mutex
+	closed  bool
+	lns     map[net.Listener]struct{}
+	conns   map[net.Conn]struct{}
+	wg      sync.WaitGroup
 
 	selfMu   sync.Mutex
 	selfAt   time.Time
@@ -157,11 +161,14 @@ func New(opts Options) (*Proxy, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	life, endLife := context.WithCancel(context.Background())
 	return &Proxy{
-		opts:  opts,
-		log:   log,
-		lns:   map[net.Listener]struct{}{},
-		conns: map[net.Conn]struct{}{},
+		opts:    opts,
+		log:     log,
+		life:    life,
+		endLife: endLife,
+		lns:     map[net.Listener]struct{}{},
+		conns:   map[net.Conn]struct{}{},
 	}, nil
 }
 
@@ -178,6 +185,10 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	p.lns[ln] = struct{}{}
 	p.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopLife := context.AfterFunc(p.life, cancel)
+	defer stopLife()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer func() {
 		stop()
@@ -207,7 +218,15 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 			c.Close()
 			return nil
 		}
-		busy := p.active.Add(1) > int64(p.opts.MaxConns)
+		n := p.active.Add(1)
+		if n > 2*int64(p.opts.MaxConns) { // a flood: not even a 503
+			p.active.Add(-1)
+			p.untrack(c)
+			c.Close()
+			p.wg.Done()
+			continue
+		}
+		busy := n > int64(p.opts.MaxConns)
 		go func() {
 			defer p.wg.Done()
 			defer p.untrack(c)
@@ -226,6 +245,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 
 // Close stops every Serve and ends every connection, and waits for them.
 func (p *Proxy) Close() error {
+	p.endLife()
 	p.mu.Lock()
 	p.closed = true
 	for ln := range p.lns {

@@ -490,3 +490,36 @@ func stressOne(ctx context.Context, addr, host string) string {
 	}
 	return "ok"
 }
+
+// blockingResolver never answers before its context ends.
+type blockingResolver struct{ started chan struct{} }
+
+func (r blockingResolver) LookupNetIP(ctx context.Context, _, _ string) ([]netip.Addr, error) {
+	close(r.started)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestCloseCancelsAResolutionInProgress(t *testing.T) {
+	r := blockingResolver{started: make(chan struct{})}
+	p, err := egress.New(egress.Options{Allow: policyAllow(allowlist("pypi.org")), Resolver: r, ConnectTimeout: time.Hour})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(context.Background(), ln) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = io.WriteString(c, "CONNECT pypi.org:443 HTTP/1.1\r\n\r\n")
+	require.NoError(t, err)
+	<-r.started
+	closed := make(chan struct{})
+	go func() { _ = p.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close waited for a resolution with an hour's timeout")
+	}
+	require.NoError(t, <-served)
+}

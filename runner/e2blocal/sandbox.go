@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -353,7 +354,7 @@ func (sb *sandbox) detail() api.SandboxDetail {
 	d := api.SandboxDetail{
 		AllowInternetAccess: &internet,
 		ClientID:            "local",
-		CpuCount:            1,
+		CpuCount:            int32(runtime.NumCPU()), // no CPU limit: the host's CPUs
 		DiskSizeMB:          0,
 		EndAt:               sb.endAt.UTC(),
 		EnvdVersion:         EnvdVersion,

@@ -182,8 +182,9 @@ func TestRealClientsInAnEmptyNetworkNamespace(t *testing.T) {
 }
 
 // TestHelperNamespaceBridge is the process inside the namespace: it brings
-// up loopback, runs Bridge on SandboxAddr to the proxy's unix socket, and
-// runs the commands the test sends on stdin with SandboxEnv.
+// up loopback, runs Bridge on SandboxAddr to the proxy's unix socket (or,
+// when the socket is "handoff", passes the listener to the test over fd 3),
+// and runs the commands the test sends on stdin with SandboxEnv.
 func TestHelperNamespaceBridge(t *testing.T) {
 	sock := os.Getenv(helperSockEnv)
 	if sock == "" {
@@ -194,7 +195,21 @@ func TestHelperNamespaceBridge(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = egress.Bridge(ctx, ln, egress.UnixDialer(sock)) }()
+	if sock == "handoff" {
+		// Hand the listener itself to the server over fd 3: the server's
+		// Proxy accepts in this namespace directly, nothing is copied here.
+		f, err := ln.(*net.TCPListener).File()
+		require.NoError(t, err)
+		ctl, err := net.FileConn(os.NewFile(3, "control"))
+		require.NoError(t, err)
+		_, _, err = ctl.(*net.UnixConn).WriteMsgUnix([]byte{1}, unix.UnixRights(int(f.Fd())), nil)
+		require.NoError(t, err)
+		f.Close()
+		ln.Close()
+		ctl.Close()
+	} else {
+		go func() { _ = egress.Bridge(ctx, ln, egress.UnixDialer(sock)) }()
+	}
 
 	base := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LANG=C"}
 	in := bufio.NewScanner(os.Stdin)
@@ -236,4 +251,82 @@ func loopbackUp() error {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// TestListenerHandOffIntoTheNamespace is the other wiring: the process in
+// the namespace opens 127.0.0.1:3128 and passes the listening socket to
+// the server (SCM_RIGHTS), whose Proxy then accepts the sandbox's
+// connections directly — no bridge, no unix socket path.
+func TestListenerHandOffIntoTheNamespace(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	e := pypiEnv(t)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	ours, theirs := os.NewFile(uintptr(fds[0]), "ours"), os.NewFile(uintptr(fds[1]), "theirs")
+	defer ours.Close()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperNamespaceBridge$")
+	cmd.Env = append(os.Environ(), helperSockEnv+"=handoff")
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	if os.Geteuid() != 0 {
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	}
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot create a network namespace here: %v", err)
+	}
+	theirs.Close()
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+
+	ctl, err := net.FileConn(ours)
+	require.NoError(t, err)
+	defer ctl.Close()
+	_ = ctl.SetReadDeadline(time.Now().Add(20 * time.Second))
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := ctl.(*net.UnixConn).ReadMsgUnix(make([]byte, 1), oob)
+	require.NoError(t, err)
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	got, err := unix.ParseUnixRights(&msgs[0])
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	lf := os.NewFile(uintptr(got[0]), "sandbox-listener")
+	ln, err := net.FileListener(lf)
+	lf.Close()
+	require.NoError(t, err)
+	go func() { _ = e.proxy.Serve(context.Background(), ln) }()
+
+	out := bufio.NewScanner(stdout)
+	run := func(argv ...string) helperResult {
+		b, _ := json.Marshal(helperCmd{Argv: argv})
+		_, err := stdin.Write(append(b, '\n'))
+		require.NoError(t, err)
+		for out.Scan() {
+			var r helperResult
+			if json.Unmarshal(out.Bytes(), &r) == nil {
+				return r
+			}
+		}
+		t.Fatalf("helper ended: %v", out.Err())
+		return helperResult{}
+	}
+	r := run("curl", "-sS", "-k", "--max-time", "10", "https://pypi.org/simple/")
+	assert.Equal(t, 0, r.Code, r.Out)
+	assert.Equal(t, "hello pypi.org ", r.Out)
+	r = run("curl", "-sS", "-k", "--max-time", "10", "https://example.org/")
+	assert.Contains(t, r.Out, "403")
+	ds := e.Decisions()
+	require.Len(t, ds, 2)
+	assert.True(t, ds[0].Allow)
+	assert.False(t, ds[1].Allow)
+	assert.Contains(t, ds[0].Client, "127.0.0.1:", "the client is on the sandbox's own loopback")
 }

@@ -2,13 +2,16 @@ package egress_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -522,4 +525,34 @@ func TestCloseCancelsAResolutionInProgress(t *testing.T) {
 		t.Fatal("Close waited for a resolution with an hour's timeout")
 	}
 	require.NoError(t, <-served)
+}
+
+func TestPlainHTTPBodiesBothWays(t *testing.T) {
+	e := newEnv(t, envOpts{contract: allowlist("pypi.org"), dns: map[string][]netip.Addr{"pypi.org": {pypiAddr}}})
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Got", fmt.Sprint(len(b)))
+		w.WriteHeader(http.StatusCreated)
+		for i := 0; i < len(b); i += 8192 { // chunked, flushed in pieces
+			_, _ = w.Write(b[i:min(i+8192, len(b))])
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(s.Close)
+	e.route(netip.AddrPortFrom(pypiAddr, 80), s.Listener.Addr().String())
+	proxyURL, _ := url.Parse("http://" + e.addr)
+	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(proxyURL), ExpectContinueTimeout: 10 * time.Second}}
+	defer client.CloseIdleConnections()
+	body := bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16*4) // 256 KiB
+	req, err := http.NewRequest(http.MethodPost, "http://pypi.org/upload", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Expect", "100-continue")
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Equal(t, fmt.Sprint(len(body)), resp.Header.Get("X-Got"))
+	assert.True(t, bytes.Equal(body, got), "got %d bytes", len(got))
 }

@@ -26,7 +26,11 @@
 // NetworkNone it also owns a new network namespace with only loopback up,
 // shared by all commands of the sandbox (a server one command starts is
 // reachable from the next while it runs); the holder also has the
-// sandbox's IPC namespace.
+// sandbox's IPC namespace. With Config.Egress the holder also listens on
+// EgressAddr (127.0.0.1:3128) in that namespace and passes the listening
+// socket to the server (EgressListener), keeping no copy: the namespace's
+// one way out is whatever the server serves there (runner/egress's
+// filtering proxy), and the jail itself decides nothing about it.
 //
 // Each Start asks the holder for a jail init (over a unix socket, passing
 // the stdio pipes) in new mount, pid and uts namespaces. The init builds a
@@ -97,7 +101,8 @@
 // boundary. NetworkHost shares the host's network: it is open egress and
 // exposes every service listening on the host's loopback (this server's
 // own local E2B API included, so that must demand its key), not an
-// allowlist. Disk use in Dir is bounded only per file (RLIMIT_FSIZE), not
+// allowlist; allowlists are NetworkNone with Egress and a filtering proxy
+// on the server's side. Disk use in Dir is bounded only per file (RLIMIT_FSIZE), not
 // in total. Without cgroups the memory limit is per process, and
 // RLIMIT_NPROC, when the server is not root, counts the server user's
 // processes in the command's namespace. When the server is not root, the

@@ -82,7 +82,16 @@ type Config struct {
 	Logger *slog.Logger
 	// Hostname is the host name inside the sandbox. If empty, "sandbox".
 	Hostname string
+	// Egress opens a TCP listener at EgressAddr on the loopback of the
+	// sandbox's otherwise empty network namespace and hands it to the
+	// server: EgressListener accepts what the sandbox's programs send there
+	// (an egress proxy's traffic). Valid only with NetworkNone.
+	Egress bool
 }
+
+// EgressAddr is where the listener of a sandbox with Config.Egress sits
+// inside its network namespace (runner/egress.SandboxAddr).
+const EgressAddr = "127.0.0.1:3128"
 
 // Cmd is one command to start in a sandbox.
 type Cmd struct {

@@ -912,3 +912,94 @@ func TestUnprivilegedServer(t *testing.T) {
 	require.NoError(t, err, "unprivileged run:\n%s", out.String())
 	t.Logf("unprivileged run as uid %d passed:\n%s", uid, out.String())
 }
+
+func TestEgressListener(t *testing.T) {
+	// dial3128 connects to the egress address from inside, sends a line and
+	// prints what comes back.
+	const dial3128 = "exec 3<>/dev/tcp/127.0.0.1/3128 || exit 7; echo ping-from-inside >&3; cat <&3"
+
+	t.Run("a-command-reaches-the-host-side-listener", func(t *testing.T) {
+		s := newSandbox(t, Config{Network: NetworkNone, Egress: true})
+		ln := s.EgressListener()
+		require.NotNil(t, ln)
+		assert.Equal(t, EgressAddr, ln.Addr().String())
+		got := make(chan string, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				got <- "accept: " + err.Error()
+				return
+			}
+			defer c.Close()
+			line := make([]byte, len("ping-from-inside\n"))
+			_, err = io.ReadFull(c, line)
+			if err != nil {
+				got <- "read: " + err.Error()
+				return
+			}
+			_, _ = c.Write([]byte("pong-from-the-host\n"))
+			got <- string(line)
+		}()
+		r := run(t, s, dial3128)
+		assert.Equal(t, "pong-from-the-host\n", r.stdout, r.stderr)
+		assert.Equal(t, "ping-from-inside\n", <-got)
+		// A second command reaches it too: the listener is the sandbox's.
+		go func() {
+			c, err := ln.Accept()
+			if err == nil {
+				_, _ = c.Write([]byte("again\n"))
+				c.Close()
+			}
+		}()
+		r = run(t, s, "exec 3<>/dev/tcp/127.0.0.1/3128 && cat <&3")
+		assert.Equal(t, "again\n", r.stdout, r.stderr)
+	})
+	t.Run("a-command-cannot-take-over-the-egress-port", func(t *testing.T) {
+		if _, err := os.Stat("/usr/bin/perl"); err != nil {
+			t.Skip("needs /usr/bin/perl to bind a port")
+		}
+		s := newSandbox(t, Config{Network: NetworkNone, Egress: true})
+		p, err := s.Start(context.Background(), Cmd{Path: "/usr/bin/perl", Args: []string{"-MIO::Socket::INET", "-MSocket", "-e",
+			`IO::Socket::INET->new(LocalAddr => "127.0.0.1:3128", Listen => 5, ReuseAddr => 1, ReusePort => 1) or die "bind: $!\n"; print "bound\n"`}})
+		require.NoError(t, err)
+		r := collect(t, p)
+		assert.NotContains(t, r.stdout, "bound")
+		assert.Contains(t, r.stderr, "bind:")
+		// The neighbour: another port binds fine.
+		p, err = s.Start(context.Background(), Cmd{Path: "/usr/bin/perl", Args: []string{"-MIO::Socket::INET", "-e",
+			`IO::Socket::INET->new(LocalAddr => "127.0.0.1:3129", Listen => 5) or die "bind: $!\n"; print "bound\n"`}})
+		require.NoError(t, err)
+		r = collect(t, p)
+		assert.Equal(t, "bound\n", r.stdout, r.stderr)
+	})
+	t.Run("without-egress-nothing-listens-on-3128", func(t *testing.T) {
+		s := newSandbox(t, Config{Network: NetworkNone})
+		assert.Nil(t, s.EgressListener())
+		r := run(t, s, dial3128)
+		assert.Equal(t, 7, r.status.Code, r.stderr)
+		assert.Contains(t, r.stderr, "Connection refused")
+	})
+	t.Run("close-closes-the-listener", func(t *testing.T) {
+		if err := Check(); err != nil {
+			t.Skipf("isolation unavailable here: %v", err)
+		}
+		s, err := New(context.Background(), Config{Dir: filepath.Join(t.TempDir(), "sandbox"), Egress: true})
+		require.NoError(t, err)
+		ln := s.EgressListener()
+		accepted := make(chan error, 1)
+		go func() {
+			_, err := ln.Accept()
+			accepted <- err
+		}()
+		require.NoError(t, s.Close())
+		assert.ErrorIs(t, <-accepted, net.ErrClosed)
+	})
+	t.Run("egress-with-the-host-network-is-refused", func(t *testing.T) {
+		if err := Check(); err != nil {
+			t.Skipf("isolation unavailable here: %v", err)
+		}
+		_, err := New(context.Background(), Config{Dir: filepath.Join(t.TempDir(), "sandbox"), Network: NetworkHost, Egress: true})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "Egress needs NetworkNone")
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path"
@@ -39,6 +40,8 @@ type Sandbox struct {
 	limits   Limits
 	hostname string
 	logger   *slog.Logger
+	egress   bool
+	egressLn net.Listener // EgressAddr in the sandbox's netns; nil without Egress
 
 	// hostUID/hostGID are the host ids of the sandbox's user (and of the
 	// jail's setup stage); asRoot says the server runs as root and chose them.
@@ -74,6 +77,9 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if cfg.Network != NetworkNone && cfg.Network != NetworkHost {
 		return nil, fmt.Errorf("jail: new: unknown network %v", cfg.Network)
 	}
+	if cfg.Egress && cfg.Network != NetworkNone {
+		return nil, fmt.Errorf("jail: new: Egress needs NetworkNone (the listener lives in the sandbox's own network namespace), not %v", cfg.Network)
+	}
 	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("jail: new: %w", err)
@@ -90,6 +96,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		limits:   cfg.Limits.withDefaults(),
 		hostname: cfg.Hostname,
 		logger:   logger,
+		egress:   cfg.Egress,
 		procs:    map[*Process]struct{}{},
 	}
 	if s.hostname == "" {
@@ -122,7 +129,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	}
 	s.zygote = z
 	logger.Info("jail: sandbox ready",
-		"dir", dir, "network", s.network.String(), "host_uid", s.hostUID,
+		"dir", dir, "network", s.network.String(), "egress_listener", s.egress, "host_uid", s.hostUID,
 		"limits", s.limitsInForce(cgNote), "landlock", landlockNote(), "seccomp", seccompNote())
 	return s, nil
 }
@@ -266,6 +273,18 @@ func (s *Sandbox) area(sandboxPath string) (base, rel string, err error) {
 	return "", "", fmt.Errorf("jail: path %q is outside the sandbox's files; only /home/user and /tmp are served", sandboxPath)
 }
 
+// EgressListener returns the TCP listener at EgressAddr inside the
+// sandbox's network namespace, for a sandbox created with Config.Egress,
+// else nil. Connections the sandbox's programs open to EgressAddr are
+// accepted here, on the host side. Close closes it; the caller may close
+// it earlier (an egress proxy's Serve does).
+func (s *Sandbox) EgressListener() net.Listener {
+	if s.egressLn == nil {
+		return nil
+	}
+	return s.egressLn
+}
+
 // Owner returns the host uid and gid that files in the sandbox's writable
 // areas should have so the sandbox's user owns them, and ok=false when no
 // chown is needed (the server does not run as root).
@@ -360,6 +379,10 @@ func (s *Sandbox) Close() error {
 		_ = p.kill()
 	}
 	s.zygote.close()
+	if s.egressLn != nil {
+		// Our descriptor keeps the network namespace alive.
+		_ = s.egressLn.Close()
+	}
 	if s.cg != nil {
 		s.cg.killAll()
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"syscall"
 )
@@ -32,6 +33,7 @@ func (s *Sandbox) Chown(string) error                                 { return e
 func (s *Sandbox) Pause() error                                       { return errNotLinux }
 func (s *Sandbox) Resume() error                                      { return errNotLinux }
 func (s *Sandbox) Close() error                                       { return nil }
+func (s *Sandbox) EgressListener() net.Listener                       { return nil }
 func (p *Process) Pid() int                                           { return 0 }
 func (p *Process) Stdout() io.Reader                                  { return nil }
 func (p *Process) Stderr() io.Reader                                  { return nil }

@@ -46,6 +46,9 @@ const maxRequestBytes = 192 << 10
 // settings it applies to its namespaces.
 type zygoteHello struct {
 	ShmBytes int64 // SysV shared memory bound for the sandbox's IPC namespace
+	// Egress asks for a TCP listener at EgressAddr in the sandbox's network
+	// namespace; its descriptor comes back with the hello's reply.
+	Egress bool
 }
 
 // zygoteReply answers a request; the init's pidfd travels alongside.
@@ -138,15 +141,36 @@ func (s *Sandbox) startZygote(ctx context.Context) (*zygote, error) {
 		z.close()
 		return nil, err
 	}
-	hello, _ := json.Marshal(zygoteHello{ShmBytes: s.limits.MemoryBytes})
+	hello, _ := json.Marshal(zygoteHello{ShmBytes: s.limits.MemoryBytes, Egress: s.egress})
 	var rep zygoteReply
-	if _, err := z.roundTrip(hello, nil, &rep); err != nil {
+	got, err := z.roundTrip(hello, nil, &rep)
+	if err != nil {
 		z.close()
 		return nil, fmt.Errorf("jail: new: the sandbox's namespaces did not come up: %w", err)
 	}
-	if rep.Error != "" {
+	want := 0
+	if s.egress {
+		want = 1
+	}
+	if rep.Error != "" || len(got) != want {
+		for _, fd := range got {
+			unix.Close(fd)
+		}
 		z.close()
+		if rep.Error == "" {
+			rep.Error = fmt.Sprintf("the namespace holder sent %d descriptors, want %d", len(got), want)
+		}
 		return nil, fmt.Errorf("jail: new: %s", rep.Error)
+	}
+	if s.egress {
+		f := os.NewFile(uintptr(got[0]), "egress")
+		ln, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			z.close()
+			return nil, fmt.Errorf("jail: new: the egress listener: %w", err)
+		}
+		s.egressLn = ln
 	}
 	return z, nil
 }
@@ -311,7 +335,17 @@ func runZygote() {
 			os.Exit(125)
 		}
 	}
-	reply(zygoteReply{})
+	if hello.Egress {
+		fd, err := egressListen()
+		if err != nil {
+			reply(zygoteReply{Error: "listen on " + EgressAddr + " in the sandbox's network namespace: " + err.Error()})
+			os.Exit(125)
+		}
+		reply(zygoteReply{}, fd)
+		unix.Close(fd) // the server's copy is the only one left: commands never inherit it
+	} else {
+		reply(zygoteReply{})
+	}
 	go reapChildren()
 	for {
 		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oobBuf)
@@ -330,6 +364,25 @@ func runZygote() {
 		reply(zygoteReply{Pid: pid}, pidfd)
 		unix.Close(pidfd)
 	}
+}
+
+// egressListen opens the egress listener in the zygote's network namespace
+// and returns a close-on-exec descriptor of it for the server.
+func egressListen() (int, error) {
+	if os.Getenv(zygoteNetEnv) == "" {
+		return -1, errors.New("the sandbox has no network namespace of its own")
+	}
+	ln, err := net.Listen("tcp4", EgressAddr)
+	if err != nil {
+		return -1, err
+	}
+	defer ln.Close()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		return -1, err
+	}
+	defer f.Close()
+	return unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 }
 
 // forkInit starts one jail init with the request's config and descriptors.

@@ -71,6 +71,13 @@ type Options struct {
 	// the audit log. It must not block for long.
 	OnDecision func(Decision)
 
+	// Dial, if set, opens the connection to a destination the proxy has
+	// checked: network is "tcp" and addr the checked address ("ip:port",
+	// never a name), after every check of this package. If nil, a
+	// net.Dialer. It exists for tests that must reach a loopback server
+	// standing in for a public address; production leaves it nil.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
 	// testDial replaces the network dial, for tests only (export_test.go):
 	// the address checks before it stay in force.
 	testDial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
@@ -564,9 +571,12 @@ func (p *Proxy) dial(ctx context.Context, t target) (net.Conn, netip.AddrPort, i
 		ap := netip.AddrPortFrom(a, uint16(t.port))
 		var c net.Conn
 		var err error
-		if p.opts.testDial != nil {
+		switch {
+		case p.opts.testDial != nil:
 			c, err = p.opts.testDial(ctx, ap)
-		} else {
+		case p.opts.Dial != nil:
+			c, err = p.opts.Dial(ctx, "tcp", ap.String())
+		default:
 			var dl net.Dialer
 			c, err = dl.DialContext(ctx, "tcp", ap.String())
 		}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -83,6 +82,9 @@ func newHandoffEnv(t *testing.T, taskID, approval, ttl string, runner ...func(*m
 	t.Helper()
 	d := mactest.Start(t)
 	marker := fmt.Sprintf("%d", 200000+time.Now().UnixNano()%700000)
+	// The throwaway runner user's home is shared by every run on this
+	// machine: a suffix keeps two runs' workspaces apart.
+	taskID += "-" + marker
 	target, hostKey := d.Target(), d.HostKey
 	if len(runner) > 0 {
 		target, hostKey = runner[0](d)
@@ -122,33 +124,11 @@ func (e *elicitor) asked() []string {
 // environment; with el the client declares the elicitation capability.
 func (h *handoffEnv) start(t *testing.T, el *elicitor) *stdioSession {
 	t.Helper()
+	env := []string{"SANDBOX_MCP_MAC_KEY_FILE=" + h.sshd.KeyFile}
 	if el == nil {
-		return startStdio(t, h.contract, h.state, "SANDBOX_MCP_MAC_KEY_FILE="+h.sshd.KeyFile)
+		return startStdio(t, h.contract, h.state, env...)
 	}
-	bin := buildBinary(t)
-	s := &stdioSession{stderr: &syncBuffer{}, state: h.state}
-	tr := transport.NewStdioWithOptions(bin, []string{"SANDBOX_MCP_TEST_CANARY=" + canary, "SANDBOX_MCP_MAC_KEY_FILE=" + h.sshd.KeyFile},
-		[]string{"serve", "--contract", h.contract, "--state", h.state, "--log-level", "debug"},
-		transport.WithCommandStderrWriter(s.stderr))
-	s.c = client.NewClient(tr, client.WithElicitationHandler(el))
-	s.c.OnNotification(func(n mcp.JSONRPCNotification) {
-		if n.Method == "notifications/progress" {
-			s.mu.Lock()
-			msg, _ := n.Params.AdditionalFields["message"].(string)
-			s.progress = append(s.progress, progressNote{msg, time.Now()})
-			s.mu.Unlock()
-		}
-	})
-	require.NoError(t, s.c.Start(context.Background()))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.ProtocolVersion20251125
-	init.Params.ClientInfo = mcp.Implementation{Name: "e2e-elicit", Version: "1"}
-	_, err := s.c.Initialize(ctx, init)
-	require.NoError(t, err, "initialize; server stderr:\n%s", s.stderr.String())
-	t.Cleanup(func() { s.c.Close() })
-	return s
+	return startStdioWith(t, h.contract, h.state, env, client.WithElicitationHandler(el))
 }
 
 // export writes content in the sandbox and exports it as name.
@@ -304,7 +284,7 @@ func TestHandoffE2EElicitedApprovalRunsAndReturnsOutputs(t *testing.T) {
 		assert.Equal(t, "done", rec["state"])
 		appr := rec["approval"].(map[string]any)
 		assert.Equal(t, "elicitation", appr["via"])
-		assert.Contains(t, appr["by"], "e2e-elicit")
+		assert.Contains(t, appr["by"], "MCP client e2e")
 		assert.Equal(t, rec["approval_digest"], appr["digest"])
 		assert.NotEmpty(t, appr["at"])
 		in := rec["inputs"].([]any)[0].(map[string]any)

@@ -107,6 +107,13 @@ type progressNote struct {
 // an MCP client over its stdio, as a host would.
 func startStdio(t testing.TB, contract, state string, env ...string) *stdioSession {
 	t.Helper()
+	return startStdioWith(t, contract, state, env)
+}
+
+// startStdioWith is startStdio with client options, such as an elicitation
+// handler that makes the client declare that capability.
+func startStdioWith(t testing.TB, contract, state string, env []string, opts ...client.ClientOption) *stdioSession {
+	t.Helper()
 	bin := buildBinary(t)
 	s := &stdioSession{stderr: &syncBuffer{}, state: state}
 	env = append(env, "SANDBOX_MCP_TEST_CANARY="+canary)
@@ -115,7 +122,7 @@ func startStdio(t testing.TB, contract, state string, env ...string) *stdioSessi
 		transport.WithCommandStderrWriter(s.stderr))
 	// The child lives as long as the context Start gets, so not the
 	// setup's timeout context.
-	s.c = client.NewClient(tr)
+	s.c = client.NewClient(tr, opts...)
 	s.c.OnNotification(func(n mcp.JSONRPCNotification) {
 		if n.Method == "notifications/progress" {
 			s.mu.Lock()

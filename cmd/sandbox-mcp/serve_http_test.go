@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,6 +20,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-mcp/sandbox-mcp/store"
 )
 
 const testToken = "test-token-0123456789abcdef"
@@ -29,8 +32,19 @@ var listenRE = regexp.MustCompile(`url=(http://\S+)`)
 // port and returns its URL.
 func startHTTP(t *testing.T, contract, flag string) string {
 	t.Helper()
+	return startHTTPServer(t, contract, flag, t.TempDir()).url
+}
+
+type httpServer struct {
+	url  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+}
+
+func startHTTPServer(t *testing.T, contract, flag, state string) *httpServer {
+	t.Helper()
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "serve", "--contract", contract, "--state", t.TempDir(), flag, "127.0.0.1:0")
+	cmd := exec.Command(bin, "serve", "--contract", contract, "--state", state, flag, "127.0.0.1:0")
 	cmd.Env = append(cmd.Environ(), "SANDBOX_MCP_TOKEN="+testToken, "SANDBOX_MCP_TEST_CANARY="+canary)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
@@ -49,10 +63,10 @@ func startHTTP(t *testing.T, contract, flag string) string {
 			}
 		}
 	}()
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscallTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(20 * time.Second):
@@ -62,11 +76,39 @@ func startHTTP(t *testing.T, contract, flag string) string {
 	})
 	select {
 	case u := <-urls:
-		return u
+		return &httpServer{url: u, cmd: cmd, done: done}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("server did not start listening; log:\n%s", logs)
 	}
-	return ""
+	return nil
+}
+
+func TestServeHTTPSigtermEndsTheSandbox(t *testing.T) {
+	requireE2E(t)
+	state := t.TempDir()
+	srv := startHTTPServer(t, writeContract(t, "e2e-sigterm", "local", "kill"), "--http", state)
+	c := httpClient(t, srv.url)
+	res, err := callTool(context.Background(), c, "run_command", map[string]any{"command": "echo up"})
+	require.NoError(t, err)
+	structured(t, res)
+	dirs, _ := filepath.Glob(filepath.Join(state, "sandboxes", "*"))
+	require.NotEmpty(t, dirs, "the sandbox exists while the server runs")
+
+	require.NoError(t, srv.cmd.Process.Signal(syscallTERM))
+	select {
+	case <-srv.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("server did not stop on SIGTERM")
+	}
+	assert.Equal(t, 0, srv.cmd.ProcessState.ExitCode())
+	dirs, _ = filepath.Glob(filepath.Join(state, "sandboxes", "i*"))
+	assert.Empty(t, dirs, "the sandbox's directory is gone")
+	st, err := store.Open(filepath.Join(state, "store"), store.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	rec, err := st.GetTask(context.Background(), "e2e-sigterm")
+	require.NoError(t, err)
+	assert.Equal(t, store.StatusKilled, rec.Status, "the contract says kill")
 }
 
 func httpClient(t *testing.T, url string) *client.Client {

@@ -62,13 +62,20 @@ func TestClientAgainstE2BLocal(t *testing.T) {
 		})
 	}
 
-	t.Run("egress-allowlist-is-refused-clearly-by-the-local-sandbox", func(t *testing.T) {
-		// e2blocal cannot enforce domain allowlists yet and fails closed;
-		// the caller gets a typed, readable refusal rather than open egress.
-		_, err := c.Create(context.Background(), e2b.CreateParams{Timeout: time.Minute, AllowOut: []string{"pypi.org"}})
+	t.Run("egress-allowlist-is-enforced-by-the-local-sandbox", func(t *testing.T) {
+		// e2blocal serves an allowlist through its filtering proxy: the
+		// sandbox is created, and a host outside the list is refused.
+		sb := create(t, c, e2b.CreateParams{Timeout: time.Minute, AllowOut: []string{"pypi.org"}})
+		var stderr []byte
+		res, err := sb.Run(context.Background(), e2b.RunParams{Command: "curl -sS --max-time 10 https://evil.example"}, nil, func(b []byte) { stderr = append(stderr, b...) })
+		require.NoError(t, err)
+		assert.Equal(t, 56, res.ExitCode, string(stderr))
+		assert.Contains(t, string(stderr), "403")
+		// A partial deny list it cannot enforce is refused, typed and readable.
+		_, err = c.Create(context.Background(), e2b.CreateParams{Timeout: time.Minute, DenyOut: []string{"10.0.0.0/8"}})
 		require.ErrorIs(t, err, e2b.ErrInvalidArgument)
 		assert.Contains(t, err.Error(), "e2b: create sandbox: ")
-		assert.Contains(t, err.Error(), "allow")
+		assert.Contains(t, err.Error(), "partial deny list")
 	})
 
 	t.Run("wrong-api-key-is-unauthorized", func(t *testing.T) {

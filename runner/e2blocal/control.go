@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/contracts"
+	"github.com/sandbox-mcp/sandbox-mcp/policy"
 	"github.com/sandbox-mcp/sandbox-mcp/runner/e2b/api"
 )
 
@@ -130,18 +133,28 @@ func (s *Server) specFromRequest(req newSandboxRequest, defaultTimeout time.Dura
 	// the host's network (its loopback services included), so it must be
 	// asked for: omitted means no network.
 	allowInternet := req.AllowInternetAccess != nil && *req.AllowInternetAccess
-	if req.AllowInternetAccess == nil {
-		s.log.Info("e2blocal: allow_internet_access omitted: the local sandbox gets no network (send true to share the host's)")
-	}
 	if n := req.Network; n != nil {
-		if (n.AllowOut != nil && len(*n.AllowOut) > 0) || (n.DenyOut != nil && len(*n.DenyOut) > 0) || present(n.Rules) || present(n.EgressProxy) {
-			return spec, http.StatusBadRequest, errors.New("egress allowlists are not enforced by the local sandbox yet; use allow_internet_access:false, or the e2b backend")
+		if present(n.Rules) || present(n.EgressProxy) {
+			return spec, http.StatusBadRequest, errors.New("network.rules and network.egressProxy are not supported by the local sandbox; use allowOut with denyOut [\"0.0.0.0/0\"], or the e2b backend")
+		}
+		allowOut, code, err := egressAllowlist(n.SandboxNetworkConfig)
+		if err != nil {
+			return spec, code, err
+		}
+		if n.DenyOut != nil && slices.Contains(*n.DenyOut, denyAll) {
+			// Allow wins over deny: only allowOut gets out, whatever
+			// allow_internet_access says.
+			allowInternet = false
+			spec.allowOut = allowOut
 		}
 		if n.MaskRequestHost != nil || present(n.HTTPSPorts) || (n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic) {
 			// Inbound traffic to sandbox ports does not exist locally: nothing to enforce.
 			s.log.Info("e2blocal: inbound network settings have no effect on the local sandbox")
 		}
 		spec.network = &n.SandboxNetworkConfig
+	}
+	if req.AllowInternetAccess == nil && len(spec.allowOut) == 0 {
+		s.log.Info("e2blocal: allow_internet_access omitted: the local sandbox gets no network (send true to share the host's)")
 	}
 	spec.templateID = req.TemplateID
 	spec.timeout = timeout
@@ -170,6 +183,76 @@ func (s *Server) specFromRequest(req newSandboxRequest, defaultTimeout time.Dura
 		}
 	}
 	return spec, 0, nil
+}
+
+// denyAll is the denyOut entry that, with allowOut, makes an allowlist.
+const denyAll = "0.0.0.0/0"
+
+// Bounds on a creation request's network lists.
+const (
+	maxAllowOut      = 256
+	maxAllowOutEntry = 255 + 2 // a host name plus "*."
+)
+
+// egressAllowlist checks the network lists of a creation request and
+// returns its allowOut. The local sandbox enforces exactly one shape, the
+// one sandbox-mcp's contracts produce: denyOut containing 0.0.0.0/0 (the
+// other entries it holds are then moot: allow wins over deny, and deny-all
+// covers them) with allowOut entries that are IPs, CIDRs, host names or
+// *.domain wildcards, each decided by policy.HostAllowed in a filtering
+// proxy. A partial deny list, or allowOut without deny-all (which in E2B
+// adds nothing to open egress), is refused rather than half enforced.
+func egressAllowlist(n api.SandboxNetworkConfig) ([]string, int, error) {
+	var allowOut, denyOut []string
+	if n.AllowOut != nil {
+		allowOut = *n.AllowOut
+	}
+	if n.DenyOut != nil {
+		denyOut = *n.DenyOut
+	}
+	if len(allowOut) > maxAllowOut || len(denyOut) > maxAllowOut {
+		return nil, http.StatusBadRequest, fmt.Errorf("network: at most %d allowOut and %d denyOut entries", maxAllowOut, maxAllowOut)
+	}
+	for _, d := range denyOut {
+		if _, err := netip.ParsePrefix(d); err != nil {
+			if _, err := netip.ParseAddr(d); err != nil {
+				return nil, http.StatusBadRequest, fmt.Errorf("network.denyOut entry %q is not an IP address or CIDR (denyOut takes no domains)", printable(d))
+			}
+		}
+	}
+	if len(denyOut) > 0 && !slices.Contains(denyOut, denyAll) {
+		return nil, http.StatusBadRequest, fmt.Errorf("the local sandbox enforces denyOut only as [%q] (deny everything but allowOut); a partial deny list is not enforced: use allowOut with denyOut [%q], allow_internet_access:false, or the e2b backend", denyAll, denyAll)
+	}
+	if len(allowOut) > 0 && len(denyOut) == 0 {
+		return nil, http.StatusBadRequest, fmt.Errorf("network.allowOut needs denyOut [%q] (as in E2B, where a domain in allowOut requires it); without a deny list allowOut restricts nothing", denyAll)
+	}
+	for _, a := range allowOut {
+		if len(a) > maxAllowOutEntry {
+			return nil, http.StatusBadRequest, fmt.Errorf("network.allowOut entry of %d bytes is too long", len(a))
+		}
+		if strings.TrimSpace(a) == "*" {
+			return nil, http.StatusBadRequest, errors.New(`network.allowOut "*" would allow every destination: send allow_internet_access:true without network lists for open egress`)
+		}
+		if len(policy.NetworkPlanFor(allowlistContract([]string{a})).AllowOut) != 1 {
+			return nil, http.StatusBadRequest, fmt.Errorf("network.allowOut entry %q is not an IP address, CIDR, host name or *.domain wildcard", printable(a))
+		}
+	}
+	return slices.Clone(allowOut), 0, nil
+}
+
+// allowlistContract is the contract a sandbox's allowOut stands for: the
+// egress proxy decides every host with policy.HostAllowed on it, as the
+// task's own contract would (runner/egress pins that the two agree).
+func allowlistContract(allowOut []string) *contracts.Contract {
+	return &contracts.Contract{Network: contracts.Network{Egress: contracts.EgressAllowlist, Allow: allowOut}}
+}
+
+// printable quotes at most 100 bytes of s for an error message.
+func printable(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "..."
+	}
+	return s
 }
 
 func checkStringMap(field string, m map[string]string) error {

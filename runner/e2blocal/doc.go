@@ -17,20 +17,35 @@
 // The package owns the wire compatibility and the lifetime of sandboxes.
 // It must never run a command without the jail's isolation (when the jail
 // is unavailable, creation fails with a 503 that says why), never open the
-// network beyond what was asked (egress allowlists are refused, not
-// ignored), never let a file path leave /home/user or /tmp (all file
+// network beyond what was asked (a network setting it cannot enforce is
+// refused, not ignored), never let a file path leave /home/user or /tmp (all file
 // access goes through os.Root), never hold an upload in memory, and never
 // leave a process or directory behind after a kill, an expiry or Close.
 //
 // Differences from E2B, each refused with a clear error rather than
 // ignored: only the "base" template; no root user (everything runs as
 // "user"); no PTYs, StreamInput, Update or WatchDir; no file metadata;
-// no mcp, volume mounts, iam or egress allowlists; the rest of E2B's API
-// (metrics, snapshots, fork, network updates) answers 501. The files API
-// reaches only /home/user and /tmp. Network: allow_internet_access:true
+// no mcp, volume mounts, iam, network rules or egressProxy; the rest of
+// E2B's API (metrics, snapshots, fork, network updates) answers 501. The
+// files API reaches only /home/user and /tmp. Network: allow_internet_access:true
 // shares the host's network (logged as a warning: host loopback services
 // are reachable); false or omitted (unlike E2B, where omitted means open)
 // gives an empty network namespace.
+//
+// Egress allowlists: network.allowOut with denyOut containing 0.0.0.0/0
+// (the shape policy.NetworkPlanFor emits; allow wins over deny, so
+// allow_internet_access does not matter then) gives an empty network
+// namespace whose only way out is a filtering HTTP proxy at
+// 127.0.0.1:3128 inside it (runner/egress, served from the jail's egress
+// listener), deciding every host with policy.HostAllowed on a contract
+// rebuilt from allowOut. Commands get HTTP_PROXY and friends set to it
+// (overriding the caller's); programs that ignore them get no network,
+// and there is no DNS inside. Unlike E2B: only TCP to ports 80 and 443,
+// the TLS server name must match the CONNECT host, names resolving to
+// private or loopback addresses are refused, and a partial denyOut or an
+// allowOut without deny-all is refused rather than half enforced. The
+// proxy stops with its sandbox (kill, expiry, Close) and keeps serving
+// while it is paused.
 //
 // Each sandbox directory has an owner lock (Dir/<id>.lock) flocked by the
 // server that holds it; New removes directories nobody owns, which only a

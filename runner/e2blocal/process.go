@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandbox-mcp/sandbox-mcp/runner/e2b/envd/process"
 	"github.com/sandbox-mcp/sandbox-mcp/runner/e2b/envd/process/processconnect"
+	"github.com/sandbox-mcp/sandbox-mcp/runner/egress"
 	"github.com/sandbox-mcp/sandbox-mcp/runner/jail"
 )
 
@@ -81,6 +82,13 @@ type subscriber struct {
 
 func (s *subscriber) leave() { s.once.Do(func() { close(s.gone) }) }
 
+// proxyVars are the environment variables that steer programs' proxies.
+var proxyVars = []string{"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "NODE_USE_ENV_PROXY"}
+
+func isProxyVar(k string) bool {
+	return slices.ContainsFunc(proxyVars, func(v string) bool { return strings.EqualFold(k, v) })
+}
+
 // start launches a process and attaches its first subscriber before any
 // output can be produced.
 func (t *processTable) start(ctx context.Context, cfg *process.ProcessConfig, tag *string, stdin bool, deadline time.Time) (*proc, *subscriber, error) {
@@ -95,6 +103,20 @@ func (t *processTable) start(ctx context.Context, cfg *process.ProcessConfig, ta
 	}
 	maps.Copy(merged, sb.spec.envVars)
 	maps.Copy(merged, cfg.GetEnvs())
+	if len(sb.spec.allowOut) > 0 {
+		// An allowlist sandbox's one way out is its egress proxy: its
+		// settings replace any the caller sent (a program that ignores them
+		// has no network at all).
+		for k := range merged {
+			if isProxyVar(k) {
+				delete(merged, k)
+			}
+		}
+		for _, kv := range egress.SandboxEnv(egress.SandboxAddr) {
+			k, v, _ := strings.Cut(kv, "=")
+			merged[k] = v
+		}
+	}
 	env := make([]string, 0, len(merged))
 	for _, k := range slices.Sorted(maps.Keys(merged)) {
 		env = append(env, k+"="+merged[k])

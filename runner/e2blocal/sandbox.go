@@ -14,7 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/policy"
 	"github.com/sandbox-mcp/sandbox-mcp/runner/e2b/api"
+	"github.com/sandbox-mcp/sandbox-mcp/runner/egress"
 	"github.com/sandbox-mcp/sandbox-mcp/runner/jail"
 )
 
@@ -22,7 +24,8 @@ import (
 type sandboxSpec struct {
 	templateID    string
 	timeout       time.Duration
-	allowInternet bool
+	allowInternet bool     // the host's network (open egress)
+	allowOut      []string // non-empty: egress only through the filtering proxy, to these
 	network       *api.SandboxNetworkConfig
 	secure        bool
 	autoPause     bool
@@ -52,6 +55,8 @@ type sandbox struct {
 	jail     *jail.Sandbox
 	procs    *processTable
 	fs       *sandboxFS
+	proxy    *egress.Proxy // allowlist sandboxes only
+	served   chan error    // the proxy's Serve result
 
 	mu    sync.Mutex
 	state sandboxState
@@ -103,7 +108,8 @@ func (s *Server) create(ctx context.Context, spec sandboxSpec) (*sandbox, int, e
 		}
 	}
 	network := jail.NetworkNone
-	if spec.allowInternet {
+	allowlist := len(spec.allowOut) > 0
+	if spec.allowInternet && !allowlist {
 		network = jail.NetworkHost
 		s.log.Warn("e2blocal: sandbox has open egress: the local sandbox shares this machine's network", "sandbox_id", id)
 	}
@@ -117,6 +123,7 @@ func (s *Server) create(ctx context.Context, spec sandboxSpec) (*sandbox, int, e
 	j, err := jail.New(context.WithoutCancel(ctx), jail.Config{
 		Dir:      sb.dir,
 		Network:  network,
+		Egress:   allowlist,
 		Limits:   s.opts.DefaultLimits,
 		Logger:   s.log.With("sandbox_id", id),
 		Hostname: "e2b-" + id,
@@ -128,7 +135,17 @@ func (s *Server) create(ctx context.Context, spec sandboxSpec) (*sandbox, int, e
 		return nil, http.StatusInternalServerError, fmt.Errorf("create sandbox: %v", err)
 	}
 	sb.jail = j
+	if allowlist {
+		if err := sb.startProxy(); err != nil {
+			_ = j.Close()
+			_ = removeTree(sb.dir)
+			releaseOwner(sb.owner)
+			s.log.Error("e2blocal: create sandbox", "sandbox_id", id, "error", err)
+			return nil, http.StatusInternalServerError, fmt.Errorf("create sandbox: %v", err)
+		}
+	}
 	if sb.fs, err = newSandboxFS(j); err != nil {
+		sb.stopProxy()
 		_ = j.Close()
 		_ = removeTree(sb.dir)
 		releaseOwner(sb.owner)
@@ -149,8 +166,50 @@ func (s *Server) create(ctx context.Context, spec sandboxSpec) (*sandbox, int, e
 	sb.state = stateRunning
 	sb.armLocked(spec.timeout)
 	sb.mu.Unlock()
-	s.log.Info("e2blocal: sandbox created", "sandbox_id", id, "timeout_s", int(spec.timeout/time.Second), "internet", spec.allowInternet, "auto_pause", spec.autoPause)
+	s.log.Info("e2blocal: sandbox created", "sandbox_id", id, "timeout_s", int(spec.timeout/time.Second), "internet", spec.allowInternet, "allow_out", spec.allowOut, "auto_pause", spec.autoPause)
 	return sb, 0, nil
+}
+
+// startProxy serves the sandbox's egress listener with a filtering proxy
+// that lets through only what policy.HostAllowed allows for its allowOut.
+// It keeps running while the sandbox is paused.
+func (sb *sandbox) startProxy() error {
+	c := allowlistContract(sb.spec.allowOut)
+	onDecision := sb.s.opts.OnEgressDecision
+	p, err := egress.New(egress.Options{
+		Allow:    func(h string) (bool, string) { return policy.HostAllowed(c, h) },
+		Resolver: sb.s.opts.EgressResolver,
+		Dial:     sb.s.opts.EgressDial,
+		Logger:   sb.s.log.With("sandbox_id", sb.id),
+		OnDecision: func(d egress.Decision) {
+			if onDecision != nil {
+				onDecision(sb.id, d)
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	ln := sb.jail.EgressListener()
+	if ln == nil {
+		_ = p.Close()
+		return errors.New("the jail gave no egress listener")
+	}
+	sb.proxy, sb.served = p, make(chan error, 1)
+	go func() { sb.served <- p.Serve(context.Background(), ln) }()
+	return nil
+}
+
+// stopProxy closes the egress proxy and waits until its Serve has returned.
+func (sb *sandbox) stopProxy() {
+	if sb.proxy == nil {
+		return
+	}
+	_ = sb.proxy.Close()
+	if err := <-sb.served; err != nil {
+		sb.s.log.Warn("e2blocal: egress proxy ended with an error", "sandbox_id", sb.id, "error", err)
+	}
+	sb.proxy = nil
 }
 
 // armLocked sets the expiry to now+d and (re)starts the timer. sb.mu is held.
@@ -297,6 +356,7 @@ func (sb *sandbox) destroy(ctx context.Context) error {
 	if sb.fs != nil {
 		sb.fs.close()
 	}
+	sb.stopProxy()
 	if sb.jail != nil {
 		if err := sb.jail.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close jail: %w", err))

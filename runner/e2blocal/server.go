@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandbox-mcp/sandbox-mcp/runner/egress"
 	"github.com/sandbox-mcp/sandbox-mcp/runner/jail"
 )
 
@@ -63,6 +64,17 @@ type Options struct {
 	// DefaultLimits are the resource limits of every sandbox (zero fields
 	// take the jail's defaults).
 	DefaultLimits jail.Limits
+	// OnEgressDecision, if set, receives every decision of an allowlist
+	// sandbox's egress proxy (for an audit log). It must not block for long.
+	OnEgressDecision func(sandboxID string, d egress.Decision)
+
+	// EgressResolver and EgressDial are test hooks for the egress proxy of
+	// allowlist sandboxes (egress.Options.Resolver and .Dial): they let a
+	// test map an allowed name to a fake public address and route that
+	// checked address to a loopback server. Production leaves them nil
+	// (the system resolver, a direct dial).
+	EgressResolver egress.Resolver
+	EgressDial     func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Server is the embedded E2B-compatible sandbox service: the control-plane

@@ -135,7 +135,7 @@ const maxArgsBytes = 16 << 20
 // Argument shapes:
 //
 //	run_command     {"command": str, "cwd": str?, "env": {str: str}?, "timeout_seconds": num?}
-//	write_file      {"path": str, "content": str, "encoding": "utf-8"|"base64"?}
+//	write_file      {"path": str, "content": str, "encoding": "utf8"|"base64"?}
 //	read_file       {"path": str, "offset": int?, "length": int?}
 //	export_artifact {"path": str, "name": str?}
 //	handoff_to_mac  {"step": str, "artifacts": [str]?, "source_revision": str?, "note": str?}

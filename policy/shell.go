@@ -501,9 +501,12 @@ func runMatches(c *contracts.Contract, run, name string, cwds []string) bool {
 }
 
 // allowedList describes the allow rules for a reason.
-func (a *analysis) allowedList() string { return allowedList(a.c) }
+func (a *analysis) allowedList() string { return AllowedPrograms(a.c) }
 
-func allowedList(c *contracts.Contract) string {
+// AllowedPrograms lists the contract's allowed programs with their
+// subcommands, as reasons and tool descriptions show them: "pytest, git
+// (status, diff)", or "none".
+func AllowedPrograms(c *contracts.Contract) string {
 	if len(c.Commands.Allow) == 0 {
 		return "none"
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-mcp/sandbox-mcp/contracts"
+	"github.com/sandbox-mcp/sandbox-mcp/policy"
 )
 
 // rules summarises the contract for the model, so it knows what is allowed
@@ -14,7 +15,7 @@ func rules(c *contracts.Contract) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Task %s. Sandbox workdir %s.", c.Task.ID, c.Sandbox.Workdir)
 	b.WriteString(" Allowed programs: ")
-	b.WriteString(programs(c))
+	b.WriteString(policy.AllowedPrograms(c))
 	b.WriteString(".")
 	fmt.Fprintf(&b, " Readable: %s. Writable: %s. Exportable: %s.",
 		list(c.Paths.Read), list(c.Paths.Write), list(c.Paths.Export))
@@ -30,23 +31,6 @@ func rules(c *contracts.Contract) string {
 		c.Commands.DefaultTimeout, c.Commands.MaxTimeout, c.Limits.OutputBytes)
 	b.WriteString(" Shell features such as $(...), backticks, eval, background jobs and redirections outside writable paths are refused.")
 	return b.String()
-}
-
-// programs lists the allowed programs with their subcommands: "pytest, git
-// (status, diff)".
-func programs(c *contracts.Contract) string {
-	if len(c.Commands.Allow) == 0 {
-		return "none"
-	}
-	parts := make([]string, 0, len(c.Commands.Allow))
-	for _, r := range c.Commands.Allow {
-		p := r.Run
-		if len(r.Subcommands) > 0 {
-			p += " (" + strings.Join(r.Subcommands, ", ") + ")"
-		}
-		parts = append(parts, p)
-	}
-	return strings.Join(parts, ", ")
 }
 
 func list(paths []string) string {

@@ -196,7 +196,15 @@ func (sb *sandbox) startProxy() error {
 		return errors.New("the jail gave no egress listener")
 	}
 	sb.proxy, sb.served = p, make(chan error, 1)
-	go func() { sb.served <- p.Serve(context.Background(), ln) }()
+	go func() {
+		err := p.Serve(context.Background(), ln)
+		if err != nil {
+			// Serve closed the listener: the sandbox now has no way out at
+			// all (connections to the proxy's address are refused).
+			sb.s.log.Error("e2blocal: egress proxy stopped; the sandbox has no network now", "sandbox_id", sb.id, "error", err)
+		}
+		sb.served <- err
+	}()
 	return nil
 }
 
@@ -206,9 +214,7 @@ func (sb *sandbox) stopProxy() {
 		return
 	}
 	_ = sb.proxy.Close()
-	if err := <-sb.served; err != nil {
-		sb.s.log.Warn("e2blocal: egress proxy ended with an error", "sandbox_id", sb.id, "error", err)
-	}
+	<-sb.served
 	sb.proxy = nil
 }
 

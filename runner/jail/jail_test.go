@@ -1003,3 +1003,18 @@ func TestEgressListener(t *testing.T) {
 		assert.Contains(t, err.Error(), "Egress needs NetworkNone")
 	})
 }
+
+// TestSignalThatEndsTheCommandIsAnswered: a forwarded signal that ends the
+// command (and with it the jail's init) is still acknowledged; Signal must
+// not report "no answer" because the command died of it first.
+func TestSignalThatEndsTheCommandIsAnswered(t *testing.T) {
+	s := newSandbox(t, Config{})
+	for i := range 40 {
+		p, err := s.Start(context.Background(), Cmd{Path: "/bin/sleep", Args: []string{"1000"}})
+		require.NoError(t, err)
+		require.NoError(t, p.Signal(syscall.SIGTERM), "attempt %d", i)
+		st, err := p.Wait()
+		require.NoError(t, err)
+		assert.Equal(t, "terminated", st.Signal)
+	}
+}

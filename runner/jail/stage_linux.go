@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -153,6 +154,9 @@ func runInit() {
 
 	go forwardSignals(control)
 	ws := reapAll(child)
+	// A signal being forwarded is answered before init ends: the command's
+	// death, which that signal may have caused, must not beat the answer.
+	forwardMu.Lock()
 	m := initMsg{Exited: true, Code: ws.ExitStatus()}
 	if ws.Signaled() {
 		m.Code, m.Signal = -1, ws.Signal().String()
@@ -193,14 +197,21 @@ func forwardSignals(ctl *os.File) {
 			return
 		}
 		sig := syscall.Signal(binary.LittleEndian.Uint32(b[:]))
+		forwardMu.Lock()
 		if sig > 0 && sig < 65 {
 			_ = syscall.Kill(-1, sig)
 		}
-		if _, err := ctl.Write([]byte{1}); err != nil {
+		_, err := ctl.Write([]byte{1})
+		forwardMu.Unlock()
+		if err != nil {
 			return
 		}
 	}
 }
+
+// forwardMu spans one forwarded signal and its answer; init takes it for
+// good before it exits.
+var forwardMu sync.Mutex
 
 // runExec is the command's own process, in a nested user namespace where it
 // is uid 1000 and the host sees the sandbox's unprivileged uid. It sets the

@@ -319,3 +319,11 @@ func TestNetworkRequestShapes(t *testing.T) {
 		})
 	}
 }
+
+func TestSandboxEnvVarsCannotRedirectTheProxy(t *testing.T) {
+	w := newEgressWorld(t)
+	sb := w.createRaw(t, strings.Replace(allowlistBody, `"timeout":600`, `"timeout":600,"envVars":{"HTTP_PROXY":"http://10.1.1.1:1","no_proxy":"*","KEEP":"me"}`, 1))
+	r := run(context.Background(), w.processClient(sb, false), `echo "$HTTP_PROXY $no_proxy $KEEP"`)
+	require.NoError(t, r.err)
+	assert.Equal(t, "http://127.0.0.1:3128 localhost,127.0.0.1,::1 me\n", r.stdout)
+}

@@ -46,9 +46,16 @@ type runResult struct {
 
 func callRun(t *testing.T, bin, contract, command string) (runResult, string, int) {
 	t.Helper()
+	return callRunState(t, bin, contract, t.TempDir(), command)
+}
+
+// callRunState is callRun with the state directory given, so the test can
+// read the audit log afterwards.
+func callRunState(t *testing.T, bin, contract, state, command string) (runResult, string, int) {
+	t.Helper()
 	args, err := json.Marshal(map[string]string{"command": command})
 	require.NoError(t, err)
-	stdout, stderr, code := runBinary(t, bin, "call", "--quiet", "--contract", contract, "run_command", string(args))
+	stdout, stderr, code := runBinary(t, bin, "call", "--quiet", "--contract", contract, "--state", state, "run_command", string(args))
 	var r runResult
 	if code == 0 {
 		require.NoError(t, json.Unmarshal([]byte(stdout), &r), "stdout: %s\nstderr: %s", stdout, stderr)
@@ -76,10 +83,15 @@ func TestEgressAllowlistOnTheLocalBackend(t *testing.T) {
 	})
 	t.Run("python-reaching-a-host-outside-the-allowlist-is-refused-by-the-proxy", func(t *testing.T) {
 		// The static check cannot see a URL inside a program; the proxy can.
-		r, out, code := callRun(t, bin, contract, `python3 -c "import urllib.request; urllib.request.urlopen('https://evil.example')"`)
+		state := t.TempDir()
+		r, out, code := callRunState(t, bin, contract, state, `python3 -c "import urllib.request; urllib.request.urlopen('https://evil.example')"`)
 		require.Equal(t, 0, code, out)
 		assert.NotEqual(t, 0, r.ExitCode)
 		assert.Contains(t, r.Stderr, "Tunnel connection failed: 403")
+		// The proxy's refusal is a side effect of the command: audited.
+		log, err := os.ReadFile(filepath.Join(state, "audit.jsonl"))
+		require.NoError(t, err)
+		assert.Regexp(t, `"msg":"egress".*"decision":"deny".*"host":"evil.example"`, string(log))
 	})
 	t.Run("python-ignoring-the-proxy-reaches-nothing", func(t *testing.T) {
 		ln, err := net.Listen("tcp4", "127.0.0.1:0")

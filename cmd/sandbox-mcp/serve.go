@@ -21,6 +21,7 @@ import (
 	"github.com/sandbox-mcp/sandbox-mcp/redact"
 	"github.com/sandbox-mcp/sandbox-mcp/runner/e2b"
 	"github.com/sandbox-mcp/sandbox-mcp/runner/e2blocal"
+	"github.com/sandbox-mcp/sandbox-mcp/runner/egress"
 	"github.com/sandbox-mcp/sandbox-mcp/server"
 	"github.com/sandbox-mcp/sandbox-mcp/store"
 	"github.com/sandbox-mcp/sandbox-mcp/tools"
@@ -129,7 +130,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		logger.Warn("the audit log failed verification and was set aside; a new chain was started", "previous", aside)
 	}
 
-	client, stopBackend, err := openBackend(ctx, c, state, logger)
+	client, stopBackend, err := openBackend(ctx, c, state, logger, alog.Logger())
 	if err != nil {
 		return err
 	}
@@ -223,7 +224,7 @@ func httpToken(file, addr string, stderr io.Writer) (string, error) {
 // openBackend returns the E2B client the task uses. For backend local it
 // starts the embedded E2B-compatible sandbox on a loopback port of its own;
 // for e2b it reaches E2B_API_URL (default E2B's cloud) with E2B_API_KEY.
-func openBackend(ctx context.Context, c *contracts.Contract, state string, logger *slog.Logger) (*e2b.Client, func(), error) {
+func openBackend(ctx context.Context, c *contracts.Contract, state string, logger, auditLog *slog.Logger) (*e2b.Client, func(), error) {
 	if c.Sandbox.Backend == contracts.BackendE2B {
 		key := os.Getenv("E2B_API_KEY")
 		if key == "" {
@@ -236,7 +237,19 @@ func openBackend(ctx context.Context, c *contracts.Contract, state string, logge
 		return client, func() {}, err
 	}
 	key := "e2b_" + randomHex(20)
-	local, err := e2blocal.New(e2blocal.Options{Dir: filepath.Join(state, "sandboxes"), APIKey: key, Logger: logger})
+	local, err := e2blocal.New(e2blocal.Options{
+		Dir: filepath.Join(state, "sandboxes"), APIKey: key, Logger: logger,
+		// Every connection the allowlist proxy decides is a side effect
+		// of the agent's commands: it goes in the audit log too.
+		OnEgressDecision: func(sandboxID string, d egress.Decision) {
+			decision := "deny"
+			if d.Allow {
+				decision = "allow"
+			}
+			auditLog.Info("egress", "task_id", c.Task.ID, "sandbox_id", sandboxID, "decision", decision,
+				"rule", "network.allow", "host", d.Host, "port", d.Port, "method", d.Method, "sni", d.SNI, "reason", d.Reason)
+		},
+	})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,8 +7,10 @@
 //
 // The sandbox keeps an empty network namespace: loopback only, no route,
 // no DNS. Its one way out is an HTTP proxy at 127.0.0.1:3128 inside that
-// namespace (SandboxAddr), which the namespace holder forwards to a Proxy
-// on the host. The Proxy accepts CONNECT host:port (HTTPS, or any TCP on
+// namespace (SandboxAddr): the namespace holder opens that listener and
+// hands it to the server, whose Proxy serves it directly (runner/jail's
+// Config.Egress; Bridge is the alternative when a listener cannot be
+// passed, forwarding to a unix socket). The Proxy accepts CONNECT host:port (HTTPS, or any TCP on
 // an allowed port) and absolute-form plain HTTP requests (GET
 // http://host/...), and for each:
 //

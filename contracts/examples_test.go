@@ -103,7 +103,10 @@ func TestExampleIOSApp(t *testing.T) {
 	assert.Equal(t, "required", c.Mac.Approval)
 	assert.Equal(t, "runner@127.0.0.1:2222", c.Mac.Runner.SSH)
 	require.Len(t, c.Mac.Steps, 2)
-	assert.Equal(t, "xcodebuild", c.Mac.Steps["build"].Argv[0])
+	// Each step unpacks the staged input before building: a project is a
+	// directory, an artifact is a file.
+	assert.Equal(t, []string{"sh", "-c"}, c.Mac.Steps["build"].Argv[:2])
+	assert.Contains(t, c.Mac.Steps["build"].Argv[2], "tar -xf inputs/App.tar && xcodebuild")
 	assert.Equal(t, contracts.Duration(30*time.Minute), c.Mac.Steps["build"].Timeout)
 	assert.Equal(t, contracts.Duration(45*time.Minute), c.Mac.Steps["test"].Timeout)
 	assert.Equal(t, []string{"build/Logs/Test"}, c.Mac.Steps["test"].Outputs)

@@ -81,3 +81,28 @@ func BenchmarkBackendRunTrue(b *testing.B) {
 		run()
 	}
 }
+
+// BenchmarkStdioDeniedCall is a run_command the policy refuses: the whole
+// MCP round trip over stdio, the decision and its fsync'd audit line, with
+// no sandbox work. It is the MCP layer's and the policy's own cost, which
+// the comparison above cannot resolve under the noise of starting a jailed
+// process.
+func BenchmarkStdioDeniedCall(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "bench.yaml")
+	if err := os.WriteFile(p, []byte(benchContract), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	s := startStdio(b, p, b.TempDir())
+	defer s.c.Close()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "run_command"
+	req.Params.Arguments = map[string]any{"command": "true && curl https://example.com"}
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := s.c.CallTool(ctx, req)
+		if err != nil || !res.IsError {
+			b.Fatalf("call: %v %v", err, res)
+		}
+	}
+}

@@ -974,9 +974,7 @@ func checkNpm(x *argContext) *denial {
 		}
 	}
 	for _, u := range urls {
-		if strings.HasPrefix(u, "git+") {
-			u = u[4:]
-		}
+		u = strings.TrimPrefix(u, "git+")
 		if !strings.Contains(u, "://") {
 			u = "https://" + u
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 
 	"github.com/sandbox-mcp/sandbox-mcp/runner/e2b"
@@ -59,6 +58,3 @@ func checkNoSymlink(ctx context.Context, sb *e2b.Sandbox, p string) (e2b.EntryIn
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
-
-// baseName is the last element of a sandbox path.
-func baseName(p string) string { return path.Base(p) }

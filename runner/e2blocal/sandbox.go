@@ -381,12 +381,6 @@ func (sb *sandbox) destroy(ctx context.Context) error {
 	return nil
 }
 
-func (sb *sandbox) running() bool {
-	sb.mu.Lock()
-	defer sb.mu.Unlock()
-	return sb.state == stateRunning
-}
-
 func (sb *sandbox) apiSandbox() api.Sandbox {
 	out := api.Sandbox{
 		ClientID:    "local",

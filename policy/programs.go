@@ -2,6 +2,7 @@ package policy
 
 import (
 	"path"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -1300,29 +1301,46 @@ loop:
 	return a.program(args, depth+1, false, false)
 }
 
-func wrapTimeout(a *analysis, _ contracts.CommandRule, argv []string, depth int) *denial {
-	args := argv[1:]
+// wrapperOptions consumes a wrapper's leading options: those in valued take
+// the next argument, flag accepts the rest it knows, and "--" ends them.
+// Anything else is refused (hint may say why). It returns the arguments
+// after the options.
+func wrapperOptions(name string, args, valued []string, flag func(string) bool, hint string) ([]string, *denial) {
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		s := args[0]
 		switch {
 		case s == "--":
-			args = args[1:]
-		case s == "-s" || s == "-k" || s == "--signal" || s == "--kill-after":
+			return args[1:], nil
+		case slices.Contains(valued, s):
 			if len(args) < 2 {
-				return denyf("builtin.wrapper", "timeout %s needs a value", s)
+				return nil, denyf("builtin.wrapper", "%s %s needs a value", name, s)
 			}
 			args = args[2:]
-			continue
-		case strings.HasPrefix(s, "--signal=") || strings.HasPrefix(s, "--kill-after=") ||
-			(strings.HasPrefix(s, "-s") || strings.HasPrefix(s, "-k")) && !strings.HasPrefix(s, "--") ||
-			s == "--preserve-status" || s == "--foreground" || s == "-v" || s == "--verbose":
+		case flag(s):
+			args = args[1:]
 		default:
-			return denyf("builtin.wrapper", "timeout option %s is not supported", printable(s))
+			return nil, denyf("builtin.wrapper", "%s option %s is not supported%s", name, printable(s), hint)
 		}
-		if s == "--" {
-			break
-		}
-		args = args[1:]
+	}
+	return args, nil
+}
+
+// wrapped checks the program a wrapper runs.
+func (a *analysis) wrapped(name string, args []string, depth int) *denial {
+	if len(args) == 0 {
+		return denyf("builtin.wrapper", "%s needs a program", name)
+	}
+	return a.program(args, depth+1, false, false)
+}
+
+func wrapTimeout(a *analysis, _ contracts.CommandRule, argv []string, depth int) *denial {
+	args, d := wrapperOptions("timeout", argv[1:], []string{"-s", "-k", "--signal", "--kill-after"}, func(s string) bool {
+		return strings.HasPrefix(s, "--signal=") || strings.HasPrefix(s, "--kill-after=") ||
+			(strings.HasPrefix(s, "-s") || strings.HasPrefix(s, "-k")) && !strings.HasPrefix(s, "--") ||
+			s == "--preserve-status" || s == "--foreground" || s == "-v" || s == "--verbose"
+	}, "")
+	if d != nil {
+		return d
 	}
 	if len(args) < 2 || !validDuration(args[0]) {
 		return denyf("builtin.wrapper", "timeout needs a duration and a program")
@@ -1344,31 +1362,13 @@ func validDuration(s string) bool {
 }
 
 func wrapNice(a *analysis, _ contracts.CommandRule, argv []string, depth int) *denial {
-	args := argv[1:]
-	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		s := args[0]
-		switch {
-		case s == "--":
-			args = args[1:]
-		case s == "-n" || s == "--adjustment":
-			if len(args) < 2 {
-				return denyf("builtin.wrapper", "nice %s needs a value", s)
-			}
-			args = args[2:]
-			continue
-		case strings.HasPrefix(s, "--adjustment=") || strings.HasPrefix(s, "-n") || allDigits(strings.TrimPrefix(s[1:], "-")):
-		default:
-			return denyf("builtin.wrapper", "nice option %s is not supported", printable(s))
-		}
-		if s == "--" {
-			break
-		}
-		args = args[1:]
+	args, d := wrapperOptions("nice", argv[1:], []string{"-n", "--adjustment"}, func(s string) bool {
+		return strings.HasPrefix(s, "--adjustment=") || strings.HasPrefix(s, "-n") || allDigits(strings.TrimPrefix(s[1:], "-"))
+	}, "")
+	if d != nil {
+		return d
 	}
-	if len(args) == 0 {
-		return denyf("builtin.wrapper", "nice needs a program")
-	}
-	return a.program(args, depth+1, false, false)
+	return a.wrapped("nice", args, depth)
 }
 
 func wrapNohup(a *analysis, _ contracts.CommandRule, argv []string, depth int) *denial {
@@ -1383,81 +1383,35 @@ func wrapNohup(a *analysis, _ contracts.CommandRule, argv []string, depth int) *
 }
 
 func wrapStdbuf(a *analysis, _ contracts.CommandRule, argv []string, depth int) *denial {
-	args := argv[1:]
-	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		s := args[0]
-		switch {
-		case s == "--":
-			args = args[1:]
-		case s == "-i" || s == "-o" || s == "-e" || s == "--input" || s == "--output" || s == "--error":
-			if len(args) < 2 {
-				return denyf("builtin.wrapper", "stdbuf %s needs a mode", s)
-			}
-			args = args[2:]
-			continue
-		case len(s) > 2 && (s[1] == 'i' || s[1] == 'o' || s[1] == 'e') && s[0] == '-' && s[1] != '-',
-			strings.HasPrefix(s, "--input=") || strings.HasPrefix(s, "--output=") || strings.HasPrefix(s, "--error="):
-		default:
-			return denyf("builtin.wrapper", "stdbuf option %s is not supported", printable(s))
-		}
-		if s == "--" {
-			break
-		}
-		args = args[1:]
+	args, d := wrapperOptions("stdbuf", argv[1:], []string{"-i", "-o", "-e", "--input", "--output", "--error"}, func(s string) bool {
+		return len(s) > 2 && (s[1] == 'i' || s[1] == 'o' || s[1] == 'e') ||
+			strings.HasPrefix(s, "--input=") || strings.HasPrefix(s, "--output=") || strings.HasPrefix(s, "--error=")
+	}, "")
+	if d != nil {
+		return d
 	}
-	if len(args) == 0 {
-		return denyf("builtin.wrapper", "stdbuf needs a program")
-	}
-	return a.program(args, depth+1, false, false)
+	return a.wrapped("stdbuf", args, depth)
 }
 
 func wrapSetsid(a *analysis, _ contracts.CommandRule, argv []string, depth int) *denial {
-	args := argv[1:]
-	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		s := args[0]
-		args = args[1:]
-		if s == "--" {
-			break
-		}
-		if s == "--ctty" || s == "--fork" || s == "--wait" {
-			continue
-		}
-		if strings.HasPrefix(s, "--") || strings.Trim(s[1:], "cfw") != "" {
-			return denyf("builtin.wrapper", "setsid option %s is not supported", printable(s))
-		}
+	args, d := wrapperOptions("setsid", argv[1:], nil, func(s string) bool {
+		return s == "--ctty" || s == "--fork" || s == "--wait" ||
+			!strings.HasPrefix(s, "--") && strings.Trim(s[1:], "cfw") == ""
+	}, "")
+	if d != nil {
+		return d
 	}
-	if len(args) == 0 {
-		return denyf("builtin.wrapper", "setsid needs a program")
-	}
-	return a.program(args, depth+1, false, false)
+	return a.wrapped("setsid", args, depth)
 }
 
 func wrapIonice(a *analysis, _ contracts.CommandRule, argv []string, depth int) *denial {
-	args := argv[1:]
-	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		s := args[0]
-		switch {
-		case s == "--":
-			args = args[1:]
-		case s == "-c" || s == "-n" || s == "--class" || s == "--classdata":
-			if len(args) < 2 {
-				return denyf("builtin.wrapper", "ionice %s needs a value", s)
-			}
-			args = args[2:]
-			continue
-		case s == "-t" || s == "--ignore" || len(s) > 2 && (s[1] == 'c' || s[1] == 'n') && allDigits(s[2:]):
-		default:
-			return denyf("builtin.wrapper", "ionice option %s is not supported (-p, -P and -u act on other processes)", printable(s))
-		}
-		if s == "--" {
-			break
-		}
-		args = args[1:]
+	args, d := wrapperOptions("ionice", argv[1:], []string{"-c", "-n", "--class", "--classdata"}, func(s string) bool {
+		return s == "-t" || s == "--ignore" || len(s) > 2 && (s[1] == 'c' || s[1] == 'n') && allDigits(s[2:])
+	}, " (-p, -P and -u act on other processes)")
+	if d != nil {
+		return d
 	}
-	if len(args) == 0 {
-		return denyf("builtin.wrapper", "ionice needs a program")
-	}
-	return a.program(args, depth+1, false, false)
+	return a.wrapped("ionice", args, depth)
 }
 
 func wrapTime(a *analysis, r contracts.CommandRule, argv []string, depth int) *denial {
@@ -1496,10 +1450,7 @@ func wrapTime(a *analysis, r contracts.CommandRule, argv []string, depth int) *d
 		}
 		args = args[1:]
 	}
-	if len(args) == 0 {
-		return denyf("builtin.wrapper", "time needs a program")
-	}
-	return a.program(args, depth+1, false, false)
+	return a.wrapped("time", args, depth)
 }
 
 func wrapXargs(a *analysis, _ contracts.CommandRule, argv []string, depth int) *denial {

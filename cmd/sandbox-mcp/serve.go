@@ -87,6 +87,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return exitCode(2, err.Error())
 	}
+	// Settle the HTTP token before anything starts: a refusal must not
+	// first open state or start a sandbox service.
+	var token string
+	if addr := f.httpAddr + f.sseAddr; addr != "" {
+		if token, err = httpToken(f.tokenFile, addr, stderr); err != nil {
+			return err
+		}
+	}
 	c, warnings, err := contracts.Load(f.contract)
 	if err != nil {
 		return exitCode(1, err.Error())
@@ -149,7 +157,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	logger.Info("serving", "task_id", c.Task.ID, "contract", task.Hash(), "backend", c.Sandbox.Backend, "state", state)
 
-	serveErr := serveTransport(ctx, srv, f, c, logger, stderr)
+	serveErr := serveTransport(ctx, srv, f, c, token, logger)
 
 	// Whatever ended serving (EOF, a signal, an error), the sandbox ends as
 	// the contract says, with its own deadline.
@@ -164,17 +172,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return serveErr
 }
 
-func serveTransport(ctx context.Context, srv *server.Server, f *serveFlags, c *contracts.Contract, logger *slog.Logger, stderr io.Writer) error {
+func serveTransport(ctx context.Context, srv *server.Server, f *serveFlags, c *contracts.Contract, token string, logger *slog.Logger) error {
 	addr, sse := f.httpAddr, false
 	if f.sseAddr != "" {
 		addr, sse = f.sseAddr, true
 	}
 	if addr == "" {
 		return srv.ServeStdio(ctx, os.Stdin, os.Stdout)
-	}
-	token, err := httpToken(f.tokenFile, addr, stderr)
-	if err != nil {
-		return err
 	}
 	// A write_file call carries at most file_bytes of content, a third more
 	// in base64; anything much larger is not a legitimate request.

@@ -69,7 +69,10 @@ func (t *Task) exportArtifact(ctx context.Context, req mcp.CallToolRequest) (*mc
 	if !d.Allow {
 		return t.denied(d), nil
 	}
-	eff := d.Effective.(*policy.ExportEffective)
+	eff, fail := effective[policy.ExportEffective](ctx, t, tool, d)
+	if fail != nil {
+		return fail, nil
+	}
 	sb, err := t.sandbox(ctx)
 	if err != nil {
 		return t.failed(ctx, tool, err), nil

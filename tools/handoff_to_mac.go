@@ -121,7 +121,10 @@ func (t *Task) handoffToMac(ctx context.Context, req mcp.CallToolRequest) (*mcp.
 	if !d.Allow {
 		return t.denied(d), nil
 	}
-	eff := d.Effective.(*policy.HandoffEffective)
+	eff, fail := effective[policy.HandoffEffective](ctx, t, tool, d)
+	if fail != nil {
+		return fail, nil
+	}
 	revision := eff.SourceRevision
 	if revision == "" && t.c.Task.Source != nil {
 		revision = t.c.Task.Source.Revision

@@ -87,7 +87,10 @@ func (t *Task) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if !d.Allow {
 		return t.denied(d), nil
 	}
-	eff := d.Effective.(*policy.FileEffective)
+	eff, fail := effective[policy.FileEffective](ctx, t, tool, d)
+	if fail != nil {
+		return fail, nil
+	}
 	sb, err := t.sandbox(ctx)
 	if err != nil {
 		return t.failed(ctx, tool, err), nil
@@ -110,12 +113,10 @@ func (t *Task) readFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if _, err := io.CopyN(io.Discard, rc, eff.Offset); err != nil && err != io.EOF {
 		return t.failed(ctx, tool, err), nil
 	}
-	buf := make([]byte, 0, min(eff.Length, info.Size-min(eff.Offset, info.Size)))
-	data, err := io.ReadAll(io.LimitReader(rc, eff.Length))
+	buf, err := io.ReadAll(io.LimitReader(rc, eff.Length))
 	if err != nil {
 		return t.failed(ctx, tool, err), nil
 	}
-	buf = append(buf, data...)
 	out := ReadResult{
 		Path: eff.Path, Offset: eff.Offset, Length: int64(len(buf)), Size: info.Size,
 		TaskID: t.c.Task.ID, ContractHash: t.hash,

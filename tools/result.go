@@ -180,3 +180,13 @@ func newTool(name, description, inputSchema, outputSchema string, h hints) mcp.T
 	}
 	return tool
 }
+
+// effective returns an allowed decision's effective values as E. An allowed
+// decision without them is a policy bug; the call then fails closed.
+func effective[E any](ctx context.Context, t *Task, tool string, d policy.Decision) (*E, *mcp.CallToolResult) {
+	eff, ok := d.Effective.(*E)
+	if !ok || eff == nil {
+		return nil, t.failed(ctx, tool, fmt.Errorf("policy allowed %s without effective values (%T)", tool, d.Effective))
+	}
+	return eff, nil
+}

@@ -83,7 +83,10 @@ func (t *Task) runCommand(ctx context.Context, req mcp.CallToolRequest) (*mcp.Ca
 	if !d.Allow {
 		return t.denied(d), nil
 	}
-	eff := d.Effective.(*policy.RunEffective)
+	eff, fail := effective[policy.RunEffective](ctx, t, tool, d)
+	if fail != nil {
+		return fail, nil
+	}
 	select {
 	case t.cmdSlots <- struct{}{}:
 		defer func() { <-t.cmdSlots }()

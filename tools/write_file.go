@@ -85,7 +85,10 @@ func (t *Task) writeFile(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	if !d.Allow {
 		return t.denied(d), nil
 	}
-	eff := d.Effective.(*policy.FileEffective)
+	eff, fail := effective[policy.FileEffective](ctx, t, tool, d)
+	if fail != nil {
+		return fail, nil
+	}
 	sb, err := t.sandbox(ctx)
 	if err != nil {
 		return t.failed(ctx, tool, err), nil

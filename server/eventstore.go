@@ -48,8 +48,9 @@ func (s *eventStore) StoreEvent(_ context.Context, sessionID, streamID string, m
 	s.seq++
 	id := strconv.FormatInt(s.seq, 10)
 	if len(se.events) == s.maxEvents {
-		copy(se.events, se.events[1:])
-		se.events = se.events[:len(se.events)-1]
+		// Drop the oldest; append reallocates now and then, which
+		// releases the dropped prefix.
+		se.events = se.events[1:]
 	}
 	se.events = append(se.events, storedEvent{id: id, stream: streamID, msg: append(json.RawMessage(nil), message...)})
 	return id, nil

@@ -14,6 +14,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sandbox-mcp/sandbox-mcp/tools"
 )
 
 func TestServeProgressArrivesDuringALongCommand(t *testing.T) {
@@ -226,4 +228,31 @@ func TestServeRestartSaysSoWhenTheSandboxIsGone(t *testing.T) {
 	m := structured(t, s.call(t, "run_command", map[string]any{"command": "cat lost.txt"}))
 	assert.Contains(t, m["notice"], "no longer exists")
 	assert.EqualValues(t, 1, m["exit_code"])
+}
+
+func TestServeRestartWithAChangedContractDoesNotReuseTheSandbox(t *testing.T) {
+	requireE2E(t)
+	env := startE2BLocal(t)
+	client := e2bClientFromEnv(t, env)
+	state := t.TempDir()
+	before := writeContract(t, "e2e-changed", "e2b", "pause")
+
+	s := startStdio(t, before, state, env...)
+	structured(t, s.call(t, "write_file", map[string]any{"path": "old.txt", "content": "written under the old rules"}))
+	s.c.Close() // paused, kept for a restart under the same contract
+
+	// Same task, other rules: the sandbox made under the old ones must not
+	// come back.
+	raw, err := os.ReadFile(before)
+	require.NoError(t, err)
+	after := filepath.Join(t.TempDir(), "task.yaml")
+	require.NoError(t, os.WriteFile(after, []byte(strings.Replace(string(raw), "max_timeout: 60s", "max_timeout: 30s", 1)), 0o600))
+
+	s = startStdio(t, after, state, env...)
+	m := structured(t, s.call(t, "run_command", map[string]any{"command": "cat old.txt"}))
+	assert.Contains(t, m["notice"], "the contract changed")
+	assert.EqualValues(t, 1, m["exit_code"], "the new sandbox has none of the old files")
+	left, err := client.List(context.Background(), map[string]string{tools.MetaTask: "e2e-changed"})
+	require.NoError(t, err)
+	assert.Len(t, left, 1, "the old sandbox was killed; only the new one runs")
 }
